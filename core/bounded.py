@@ -14,9 +14,8 @@ The policy, per reply:
   more") keeps the first ``limit`` bytes instead (``Cap.cut``).
 
 ``ReplyTooLargeError`` is ``core.hf_model``'s class, re-exported, not a second one: the step containers' programs
-raise and catch it and import nothing of the project but ``core/hf_model.py`` (inlined into their ConfigMaps, its
-text hashed into the step names, so it is not edited for this). One class: a reader catches one exception whichever
-side raised it.
+raise and catch it and import nothing of the project but core's files shipped beside them (``core/hf_model.py``
+among them). One class: a reader catches one exception whichever side raised it.
 
 A GCS object read is ``read_object``, also hf_model's, re-exported: google-cloud-storage's ``Blob.download_to_file``
 into a sink that holds at most the cap (for a range, its length) and stops the download at the first chunk past it;
@@ -55,10 +54,8 @@ _PLAIN = frozenset({"", "identity"})
 _RANGE = re.compile(r"bytes=(\d{1,18})-(\d{1,18})")
 
 
-class ReplyEncodingError(TpuRlError, ValueError):
-    """A reply in a content encoding the reader did not ask for, or that does not inflate (one line). A ``ValueError``
-    as ``core.hf_model.ReplyTooLargeError`` is, its twin in the container programs (which import nothing of the
-    project): a reader handles both alike (``tests/test_bounded.py``)."""
+class ReplyEncodingError(TpuRlError):
+    """A reply in a content encoding the reader did not ask for, or that does not inflate (one line)."""
 
 
 def size(n: int) -> str:

@@ -4,10 +4,9 @@ fix; no traceback) and whose ``exit_code`` is the process's exit status when a C
 (a configuration, an argument, a file, a name that is another stack's), 1 for a failure of the world (a read that
 did not answer, a step that failed). A CLI (``tools/*``, the program's entry point) catches this base alone.
 
-Not under it: the container programs (``workloads/container/``) and ``core/hf_model.py`` (inlined into them), each
-one file of its step's ConfigMap run in the image, importing nothing of the project but that; and
-``tools/check_pulumi_project.py``, copied alone where a branch cannot write and run with the base pack's interpreter
-(tests/test_errors.py names them).
+Standard library only: the container programs' errors are under it too, this file shipped beside them as a file of
+their step's ConfigMap (``workloads/specs/commands.py`` ``CORE_FILES``), as ``core/hf_model.py`` is. The one other root
+is the program's stop, ``infra.stop.StopError``, the adapter to the Pulumi engine (tests/test_errors.py).
 """
 
 from __future__ import annotations

@@ -30,7 +30,12 @@ import struct
 import tempfile
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING or __package__:  # the project's package
+    from core.errors import BadInputError, TpuRlError
+else:  # a file of a step's ConfigMap, beside its programs (workloads/specs/commands.py CORE_FILES)
+    from errors import BadInputError, TpuRlError
 
 MAX_HEADER_BYTES = 100_000_000
 """The safetensors library's own limit on a header (``MAX_HEADER_SIZE``)."""
@@ -43,7 +48,7 @@ LIBRARY_PREFIX = "Error while deserializing header: "
 """How ``SafetensorError`` messages of a refused header begin (the Python binding's wording)."""
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(BadInputError):
     """A file of the folder is not what the safetensors or Transformers format says it is (one line)."""
 
 
@@ -57,7 +62,7 @@ _NESTING[ord("[")] = _NESTING[ord("{")] = 1
 _NESTING[ord("]")] = _NESTING[ord("}")] = -1
 
 
-class JsonDocumentError(ValueError):
+class JsonDocumentError(BadInputError):
     """A document from outside that is not JSON within the limits, one line: ``<what> is not JSON``, ``<what> is
     nested deeper than <N> levels`` or ``<what> is a number with too many digits``."""
 
@@ -268,7 +273,7 @@ def shard_problem(name: str) -> str | None:
     return problem
 
 
-class ReplyTooLargeError(ValueError):
+class ReplyTooLargeError(TpuRlError):
     """A server sent more bytes than the read asked for (it ignored the byte range, or the object changed)."""
 
 

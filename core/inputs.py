@@ -19,10 +19,8 @@ MAX_DEPTH = MAX_JSON_DEPTH
 """Nesting a stack file, a kubeconfig or an API object needs is under 20 levels."""
 
 
-class InputError(BadInputError, ValueError):
-    """The input cannot be read or parsed within the limits (one line). A ``ValueError`` as ``json.loads``' own is:
-    the readers that take a value as JSON when it parses and as text otherwise catch ``ValueError`` from either
-    (``core.config.load``)."""
+class InputError(BadInputError):
+    """The input cannot be read or parsed within the limits (one line)."""
 
 
 def read_file(path: Path, max_bytes: int) -> bytes:

@@ -40,7 +40,11 @@ def log_warn(message: str, resource: Any = None) -> None:
 
 class StopError(pulumi.RunError):
     """The program stops with ``message`` (one line per problem); ``exit_code`` is ``core.errors``' ``BAD_INPUT`` or
-    ``FAILED``."""
+    ``FAILED``.
+
+    The one exception class of the product on a library's base, and the one root beside ``core.errors.TpuRlError``
+    (tests/test_errors.py): the adapter at the seam to the engine, which shows a ``RunError``'s text alone and a
+    traceback for anything else; ``stop`` makes a ``TpuRlError`` one."""
 
     def __init__(self, message: str, exit_code: int = FAILED) -> None:
         super().__init__(shown(message))

@@ -11,12 +11,12 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.project_check import venv_python
 from tools.stack_files import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -163,8 +163,7 @@ def with_check_tool(root: Path) -> Path:
     """``root`` as the stack step finds the checkout: its check tool and the venv's python (the stack files are the
     caller's)."""
     (root / "tools").mkdir(parents=True, exist_ok=True)
-    (root / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
-    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    venv_python(root / ".venv" / "bin" / "python")
     shutil.copy(ROOT / "tools" / "check_pulumi_project.py", root / "tools")
     return root
 

@@ -14,6 +14,7 @@ import pytest
 
 from core import bounded, hf_model
 from core.bounded import Cap, ReplyEncodingError, ReplyTooLargeError
+from core.errors import TpuRlError
 from tests.loopback import QuietHandler, serve
 from tests.source_files import nodes
 
@@ -30,7 +31,7 @@ BODY = b'{"a": 1}'
 def test_one_exception_for_both_sides():
     """The containers' programs raise hf_model's class; every other reader the one core.bounded names: the same."""
     assert ReplyTooLargeError is hf_model.ReplyTooLargeError
-    assert issubclass(ReplyEncodingError, ValueError)
+    assert issubclass(ReplyTooLargeError, TpuRlError) and issubclass(ReplyEncodingError, TpuRlError)
 
 
 @pytest.mark.pure

@@ -201,14 +201,15 @@ def test_each_step_runs_its_script_from_its_own_config_map(stack):
         assert "python3 -c" not in script and "bash -c" not in script
 
 
-REDACTION = ("redact.py", "redact_keys.py", "terminal.py")
-"""core's redaction, which ``shown.py`` imports (``commands.CORE_FILES``)."""
+CORE = ("errors.py", "hf_model.py", "redact.py", "redact_keys.py", "terminal.py")
+"""core's files the programs import (``commands.CORE_FILES``): the error tree, the model folder's checks and the
+redaction, which ``shown.py`` applies."""
 IMPORTED = {
-    "convert": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
-    "train": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
-    "export": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
-    "evaluate": {"shown.py", "evaluate_grader.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
-    "publish": {"shown.py", "hf_model.py", "tpu_rl_program.py", *REDACTION},
+    "convert": {"shown.py", "tpu_rl_program.py", *CORE},
+    "train": {"shown.py", "tpu_rl_program.py", *CORE},
+    "export": {"shown.py", "tpu_rl_program.py", *CORE},
+    "evaluate": {"shown.py", "evaluate_grader.py", "tpu_rl_program.py", *CORE},
+    "publish": {"shown.py", "tpu_rl_program.py", *CORE},
 }
 """The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 

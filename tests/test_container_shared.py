@@ -97,7 +97,8 @@ def test_a_planted_copy_of_a_shared_helper_is_found(programs):
 
 
 def test_a_planted_error_class_or_a_drifted_copy_is_found(programs):
-    (programs / "watcher.py").write_text('class StepRefusedError(Exception):\n    """Not retried."""\n')
+    planted = 'class StepRefusedError(BadInputError):\n    """Not retried."""\n\n    exit_code = REFUSED\n'
+    (programs / "watcher.py").write_text(planted)
     assert f"{SHARED}.py:RefusedError and watcher.py:StepRefusedError" in duplicates(programs)
     drifted = "def duration(seconds):\n    return f'{int(seconds) // 60}m{int(seconds) % 60:02d}s'\n"
     (programs / "watcher.py").write_text(drifted)

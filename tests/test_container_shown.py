@@ -138,7 +138,7 @@ def program_names() -> list[str]:
 
 
 def project_imports(name: str) -> set[str]:
-    """The files of ``workloads/container``, and ``core/hf_model.py`` as ``hf_model.py``, that the program ``name``
+    """The files of ``workloads/container``, and core's ``CORE_FILES`` by their names, that the program ``name``
     imports (as ``python3 /tpu-rl/<file>`` finds them: its bare ``import x`` or ``from x import ...`` of a file beside
     it)."""
     tree = ast.parse((CONTAINER / name).read_text())
@@ -161,6 +161,7 @@ def test_every_file_a_program_imports_ships_beside_it():
         name: project_imports(name) for name in program_names()
     }
     shipped = {"stage_dataset.py", "base_snapshot.py", "shown.py", "hf_model.py", "tpu_rl_program.py"}
+    shipped |= {"errors.py"}  # core's error tree, which hf_model.py and tpu_rl_program.py import
     shipped |= {"redact.py", "redact_keys.py", "terminal.py"}  # core's redaction, which shown.py applies
     assert set(program_files("stage_dataset.py")) == shipped
 

@@ -1,11 +1,18 @@
-"""One error tree (``core.errors``): every exception class the product defines is a ``TpuRlError``, bad input exits
-2 and a failure 1, and each CLI's entry point catches the base alone, so a new refusal needs no new ``except``."""
+"""One error tree (``core.errors``): every exception class the product defines, its step programs' included, is a
+``TpuRlError`` but the one adapter at a seam, bad input exits 2 and a failure 1, and each CLI's entry point catches the
+base alone, so a new refusal needs no new ``except``."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from functools import cache, partial
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,77 +22,160 @@ from tools.stack_files import ROOT
 
 pytestmark = pytest.mark.pure  # files and imports only
 
-STANDALONE = {
-    "workloads/container/": "a container program is a file of its step's ConfigMap, run in the image, and imports "
-    "nothing of the project but the files shipped beside it (workloads/specs/commands.py `program_imports`)",
-    "core/hf_model.py": "shipped beside the container programs as hf_model.py (workloads/specs/commands.py "
-    "`program_imports`): it imports the standard library and the image's packages alone",
-    "tools/check_pulumi_project.py": "copied alone to where the branch cannot write and run with the base pack's "
-    "interpreter: it imports nothing of the project",
+ROOTS = {
+    "core/errors.py:TpuRlError": "the one tree: the product's refusals and failures, its step programs' too (the file "
+    "ships beside them, workloads/specs/commands.py CORE_FILES)",
+    "infra/stop.py:StopError": "the adapter at the seam to the Pulumi engine, on pulumi.RunError: the engine shows "
+    "a RunError's text alone, and a traceback for anything else (infra/stop.py)",
 }
-"""Where an exception class may stand alone: path (or folder) -> why."""
-
-BUILTIN_EXCEPTIONS = {
-    name
-    for name in dir(builtins)
-    if isinstance(getattr(builtins, name), type) and issubclass(getattr(builtins, name), BaseException)
-}
+"""The exception classes of the product on no class of its own, each ``path:Class`` -> why; the only ones on a base of
+the language or of a library (``Exception``, ``ValueError``, ``pulumi.RunError``...)."""
+MAX_ROOTS = 3
 
 
-def _base_names(node: ast.ClassDef) -> set[str]:
-    names = set()
-    for base in node.bases:
-        if isinstance(base, ast.Name):
-            names.add(base.id)
-        elif isinstance(base, ast.Attribute):
-            names.add(base.attr)
-    return names
+def _imported(module: str, attribute: str | None = None, top: bool = False) -> Any:
+    """What an import binds: ``from module import attribute``, ``import module`` (``top``: its top package) or
+    ``import module as x``."""
+    imported = importlib.import_module(module)
+    if attribute is None:
+        return sys.modules[module.partition(".")[0]] if top else imported
+    try:
+        return getattr(imported, attribute)
+    except AttributeError:
+        return importlib.import_module(f"{module}.{attribute}")
 
 
-def exception_classes() -> list[tuple[str, str]]:
-    """(module, class) of every exception the product defines, found by its bases (a built-in exception, or a class
-    found so), outside the standalone files."""
-    classes = [
-        (path, node)
-        for path in product_files()
-        if not any(rel(path).startswith(prefix) for prefix in STANDALONE)
-        for node in nodes(path, ast.ClassDef)
-        if isinstance(node, ast.ClassDef)
-    ]
-    known = set(BUILTIN_EXCEPTIONS) | {"TpuRlError", "BadInputError"}
-    found: dict[tuple[str, str], None] = {}
-    grew = True
-    while grew:
-        grew = False
-        for path, node in classes:
-            key = (module_name(path), node.name)
-            if key not in found and _base_names(node) & known:
-                found[key] = None
-                known.add(node.name)
-                grew = True
-    return sorted(found)
+class _Names(Mapping[str, Any]):
+    """What a name means in one file: as its imports bind it (in any scope; the first that imports here, in the order
+    of the file: a step program's package branch before the branch its pod runs), else as the imported file has it."""
+
+    def __init__(self, path: Path) -> None:
+        package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+        self.bound: dict[str, list[Callable[[], Any]]] = {}
+        statements = [n for n in nodes(path, ast.Import, ast.ImportFrom) if isinstance(n, ast.Import | ast.ImportFrom)]
+        for node in sorted(statements, key=lambda n: (n.lineno, n.col_offset)):
+            for alias in node.names:
+                if isinstance(node, ast.ImportFrom):
+                    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                    name, binding = alias.asname or alias.name, partial(_imported, module, alias.name)
+                elif alias.asname:
+                    name, binding = alias.asname, partial(_imported, alias.name)
+                else:
+                    name, binding = alias.name.partition(".")[0], partial(_imported, alias.name, top=True)
+                self.bound.setdefault(name, []).append(binding)
+        self.own = partial(importlib.import_module, module_name(path))
+
+    def __getitem__(self, name: str) -> Any:
+        for binding in [*self.bound.get(name, []), lambda: getattr(self.own(), name)]:  # else the file's own name
+            try:
+                return binding()
+            except (ImportError, AttributeError):
+                continue
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.bound)
+
+    def __len__(self) -> int:
+        return len(self.bound)
+
+
+@cache
+def _product_files() -> frozenset[Path]:
+    return frozenset(path.resolve() for path in product_files())
+
+
+def _key(cls: type) -> str | None:
+    """``path:Class`` of a class the product defines, None for the language's or a library's."""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if file is None or Path(file).resolve() not in _product_files():
+        return None
+    return f"{rel(Path(file).resolve())}:{cls.__qualname__}"
+
+
+@cache
+def exception_classes() -> dict[str, tuple[list[str], set[str]]]:
+    """Every exception class of every product file (at any depth: a class in a function too), found by its bases as
+    Python resolves them (the file's imports; the language's and the libraries' classes as they are at import):
+    ``path:Class`` -> (its bases of the language or a library, the roots of ``ROOTS`` it descends from)."""
+    defined: dict[str, tuple[Path, ast.ClassDef]] = {}
+    for path in product_files():
+        for node in nodes(path, ast.ClassDef):
+            assert isinstance(node, ast.ClassDef)
+            key = f"{rel(path)}:{node.name}"
+            defined[f"{key}@{node.lineno}" if key in defined else key] = (path, node)  # a second of the name: its line
+    names = {path: _Names(path) for path in product_files()}
+
+    def bases(key: str) -> list[str | type]:
+        """Each base: the key of a class of the same file, or the class itself."""
+        path, node = defined[key]
+        found: list[str | type] = []
+        for base in node.bases:
+            own = f"{rel(path)}:{ast.unparse(base)}"
+            if own in defined:
+                found.append(own)
+                continue
+            try:
+                value = eval(ast.unparse(base), {"__builtins__": builtins}, names[path])  # noqa: S307 (a base's words)
+            except Exception as err:  # noqa: BLE001 (a base the test cannot resolve is named in the failure)
+                raise AssertionError(f"{key}: the base {ast.unparse(base)} does not resolve ({err!r})") from None
+            found.append(getattr(value, "__origin__", value))
+        return found
+
+    @cache
+    def judged(key: str) -> tuple[bool, list[str], set[str]]:
+        """(an exception class, its library bases, its roots)."""
+        exception, library, roots = False, [], set()
+        for base in bases(key):
+            if isinstance(base, str):
+                is_exception, _, above = judged(base)
+            elif isinstance(base, type) and issubclass(base, BaseException):
+                is_exception, above = True, {c for c in map(_key, base.__mro__) if c in ROOTS}
+                if _key(base) is None:
+                    library.append(f"{base.__module__}.{base.__qualname__}")
+            else:
+                continue
+            exception = exception or is_exception
+            roots |= above
+        if exception and key in ROOTS:
+            roots = {key}
+        return exception, library, roots
+
+    return {key: (library, roots) for key in defined for exception, library, roots in [judged(key)] if exception}
+
+
+@pytest.mark.source
+def test_at_most_three_roots_and_no_other_class_on_a_library_base():
+    found = exception_classes()
+    assert len(found) > 25 and "core/config/values.py:ConfigError" in found
+    assert len(ROOTS) <= MAX_ROOTS
+    on_library_bases = {key: library for key, (library, _) in found.items() if library}
+    assert set(on_library_bases) == set(ROOTS), "subclass core.errors.TpuRlError (BadInputError for bad input)"
+    assert on_library_bases["infra/stop.py:StopError"] == ["pulumi.errors.RunError"]
 
 
 @pytest.mark.source
 def test_every_product_exception_is_a_tpu_rl_error():
+    """The step programs' too: ``tpu_rl_program.py``'s refusal and failure, ``hf_model.py``'s format errors."""
     found = exception_classes()
-    assert len(found) > 25 and ("core.config.values", "ConfigError") in found
-    outside = [
-        f"{module}.{name}"
-        for module, name in found
-        if not issubclass(getattr(importlib.import_module(module), name), TpuRlError)
-    ]
-    assert outside == [], "subclass core.errors.TpuRlError (BadInputError for bad input)"
+    outside = {key: sorted(roots) for key, (_, roots) in found.items() if roots != {"core/errors.py:TpuRlError"}}
+    assert outside == {"infra/stop.py:StopError": ["infra/stop.py:StopError"]}
+    for key in ("workloads/container/tpu_rl_program.py:RefusedError", "core/hf_model.py:ModelFormatError"):
+        assert found[key][1] == {"core/errors.py:TpuRlError"}, key
 
 
 @pytest.mark.parametrize(
     ("module", "name", "code"),
     [
+        ("workloads.container.tpu_rl_program", "FailedError", FAILED),
+        ("core.hf_model", "ModelFormatError", BAD_INPUT),
+        ("core.hf_model", "JsonDocumentError", BAD_INPUT),
+        ("tools.check_pulumi_project", "ProjectRefusedError", BAD_INPUT),
         ("core.config.values", "ConfigError", BAD_INPUT),
         ("core.inputs", "InputError", BAD_INPUT),
         ("core.outdir", "OutputError", BAD_INPUT),
         ("tools.stack_files", "StackFileError", BAD_INPUT),
-        ("tools.state_home", "RefusedError", BAD_INPUT),
+        ("tools.state_home", "StateRefusedError", BAD_INPUT),
         ("tools.state_export", "StateError", FAILED),
         ("tools.logs", "NoPodsError", FAILED),
         ("tools.logs", "LogsError", BAD_INPUT),
@@ -98,6 +188,15 @@ def test_every_product_exception_is_a_tpu_rl_error():
 def test_bad_input_exits_2_and_a_failure_1(module, name, code):
     cls = getattr(importlib.import_module(module), name)
     assert cls.exit_code == code and issubclass(cls, BadInputError) == (code == BAD_INPUT)
+
+
+def test_a_step_programs_refusal_is_bad_input_that_exits_3():
+    """The same input fails every try: the pod exits 3 (``core.names.SETUP_FAILURE_EXIT``), and the step is not
+    retried."""
+    from core.names import SETUP_FAILURE_EXIT
+    from workloads.container.tpu_rl_program import REFUSED, RefusedError
+
+    assert issubclass(RefusedError, BadInputError) and RefusedError.exit_code == REFUSED == SETUP_FAILURE_EXIT
 
 
 def test_the_message_is_the_one_line_given():

@@ -193,6 +193,51 @@ def test_the_package_checked_is_the_one_python3_m_imports(installed, tmp_path):
     assert f"3 of the 4 files of its RECORD differ in {shadow} (missing: " in done.stderr
 
 
+EDITABLE_FINDER = """import importlib.util
+import sys
+
+
+class Finder:
+    \"\"\"As setuptools' editable install's finder (its ``__editable___<name>_finder.py``): the package's folder by its
+    name, no folder of it on sys.path.\"\"\"
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname != "maxtext":
+            return None
+        return importlib.util.spec_from_file_location(fullname, {init!r}, submodule_search_locations=[{folder!r}])
+
+
+sys.meta_path.append(Finder)
+"""
+"""What an editable install's ``.pth`` line runs at startup, here from ``sitecustomize`` (``site`` imports it as it runs
+a ``.pth``'s import line)."""
+
+
+def test_an_editable_install_is_found_by_its_finder(installed, tmp_path):
+    """``pip install -e`` of MaxText puts no folder of it on ``sys.path``: a finder on ``sys.meta_path`` finds it, and
+    so does the check, asking the finders as the import system does."""
+    program, site, _ = installed
+    folder = site / "maxtext"
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(EDITABLE_FINDER.format(init=str(folder / "__init__.py"), folder=str(folder)))
+    done = run(program, hook, tmp_path)  # only the hook on the path: the site-packages is not
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"tpu-rl: MaxText {VERSION} checked: the 4 files of its wheel's RECORD in {folder}\n"
+
+
+@pytest.mark.pure
+def test_the_package_is_looked_for_without_editing_the_path(tmp_path, monkeypatch):
+    """The working directory is searched first, as ``python3 -m`` searches it; ``sys.path`` stays as it was."""
+    (tmp_path / "maxtext").mkdir()
+    (tmp_path / "maxtext" / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    assert maxtext_check.package_dir() == str(tmp_path / "maxtext")
+    assert sys.path == before
+
+
 def test_an_image_without_maxtext_is_one_line(installed, tmp_path):
     program, _, _ = installed
     done = run(program, tmp_path / "empty", tmp_path)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import slug
-from tests.project_check import plain_yaml_once  # noqa: F401 (an autouse fixture)
+from tests.project_check import plain_yaml_once, venv_python  # noqa: F401 (an autouse fixture)
 from tools import check_pulumi_project
 from tools.check_pulumi_project import ProjectRefusedError
 from tools.stack_files import ROOT
@@ -76,8 +76,7 @@ def test_the_backend_is_read_from_the_bases_copy_never_the_branchs_file():
 def _trusted(tmp_path: Path, base_stack: str | None) -> Path:
     """The trusted folder as the setup step leaves it: the pack's python, the base's check, the base's stack file."""
     trusted = tmp_path / "trusted"
-    (trusted / "policy" / "venv" / "bin").mkdir(parents=True)
-    (trusted / "policy" / "venv" / "bin" / "python").symlink_to(sys.executable)
+    venv_python(trusted / "policy" / "venv" / "bin" / "python")
     shutil.copy(ROOT / "tools" / "check_pulumi_project.py", trusted / "check_pulumi_project.py")
     (trusted / "base").mkdir()
     if base_stack is not None:

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.project_check import venv_python
 from tools import metadata_server
 from tools.stack_files import ROOT
 
@@ -156,9 +157,7 @@ def _folders(tmp_path: Path) -> dict[str, Path]:
     trusted, work = tmp_path / "trusted", tmp_path / "work"
     stack = (ROOT / "Pulumi.prod.yaml").read_text()
     stack = stack.replace("config:\n", "config:\n  tpu-rl:stateBackend: gs://acme-prod-state\n", 1)
-    python = trusted / "policy" / "venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.symlink_to(sys.executable)
+    venv_python(trusted / "policy" / "venv" / "bin" / "python")
     for tool in ("check_pulumi_project.py", "metadata_server.py"):
         shutil.copy(ROOT / "tools" / tool, trusted / tool)
     _write(trusted / "base" / "Pulumi.prod.yaml", stack)

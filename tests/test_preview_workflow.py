@@ -581,16 +581,17 @@ def test_the_project_check_refuses_other_project_files_links_and_an_esc_environm
 
 
 @pytest.mark.pure
-def test_the_project_check_runs_as_a_script_on_the_standard_library_and_pyyaml(tmp_path):
-    """As the workflow runs it: a file of its own, with the pack's interpreter; one line either way."""
+def test_the_project_check_runs_as_a_script_on_the_standard_library_pyyaml_and_cores_errors(tmp_path):
+    """As the workflow runs it: a file of its own, with the pack's interpreter (PyYAML and the base's ``core``
+    installed in it); one line either way."""
     source = ROOT / "tools" / "check_pulumi_project.py"
     imported = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
+            imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            imported.add(str(node.module).split(".")[0])
-    assert imported - set(sys.stdlib_module_names) == {"yaml"}
+            imported.add(str(node.module))
+    assert {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names} == {"yaml", "core.errors"}
     script = tmp_path / "check_pulumi_project.py"  # copied out, as the workflow copies it: no package around it
     shutil.copy(source, script)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}

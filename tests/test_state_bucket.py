@@ -17,7 +17,7 @@ from tests.fake_state_apis import clients, default_bucket_policy, fake_state_api
 from tests.stack_homes import RING_KEY, SHARED
 from tools import state_access, state_bucket
 from tools.state_export import StateError
-from tools.state_home import Home, RefusedError
+from tools.state_home import Home, StateRefusedError
 
 pytestmark = pytest.mark.usefixtures("google_clients")
 
@@ -124,10 +124,12 @@ def test_a_policy_the_server_did_not_apply_is_caught_by_the_read_back(apis):
 def test_another_stacks_bucket_or_key_is_refused_with_nothing_changed(apis):
     create(apis, Home("dev", f"gs://{BUCKET}", "default", f"gcpkms://{KEY}", False, "acme-tpu", "us-east5"))
     made = len(changes(apis))
-    with pytest.raises(RefusedError, match=rf"gs://{BUCKET} is stack dev's state bucket \(its label tpu-rl-stack\)"):
+    with pytest.raises(
+        StateRefusedError, match=rf"gs://{BUCKET} is stack dev's state bucket \(its label tpu-rl-stack\)"
+    ):
         create(apis)
     apis.buckets[BUCKET]["labels"] = {}
-    with pytest.raises(RefusedError, match=rf"the key {KEY} is stack dev's \(its label tpu-rl-stack\)"):
+    with pytest.raises(StateRefusedError, match=rf"the key {KEY} is stack dev's \(its label tpu-rl-stack\)"):
         create(apis)
     assert len(changes(apis)) == made, "no bucket, key or policy was changed"
 
@@ -138,7 +140,7 @@ def test_a_bucket_holding_another_stacks_state_is_refused(apis):
     create(apis, Home("qa", "gs://acme-tpu-pulumi-state", "default", "", True, "acme-tpu", "us-east5"))
     apis.buckets["acme-tpu-pulumi-state"]["labels"] = {}
     apis.objects["acme-tpu-pulumi-state"] = [".pulumi/stacks/tpu-rl/prod.json", ".pulumi/stacks/tpu-rl/dev.json.gz"]
-    with pytest.raises(RefusedError) as caught:
+    with pytest.raises(StateRefusedError) as caught:
         create(apis, shared)
     assert str(caught.value).startswith(
         "gs://acme-tpu-pulumi-state (the project's shared bucket of earlier versions) holds the state of stack dev too"
@@ -167,7 +169,7 @@ def test_a_bucket_of_the_name_in_another_project_is_refused_with_nothing_changed
     create(apis)
     made = len(changes(apis))
     apis.buckets[BUCKET]["projectNumber"] = "999999999999"
-    with pytest.raises(RefusedError) as caught:
+    with pytest.raises(StateRefusedError) as caught:
         create(apis)
     assert str(caught.value).startswith(
         f"gs://{BUCKET} is the bucket of another project (number 999999999999, not project acme-tpu's {NUMBER}): "
@@ -184,7 +186,7 @@ def test_a_bucket_this_account_may_not_read_is_one_line_saying_it_cannot_tell(ap
     apis.forbidden.add(BUCKET)
     with pytest.raises(StateError) as caught:
         create(apis)
-    assert not isinstance(caught.value, RefusedError), "a grant may cure it: exit 1"
+    assert not isinstance(caught.value, StateRefusedError), "a grant may cure it: exit 1"
     line = str(caught.value)
     assert line.startswith(f"cannot tell whether gs://{BUCKET} is stack prod's: this account may not read the bucket")
     assert "if it is project acme-tpu's, grant the account roles/storage.admin there and run it again" in line
@@ -208,7 +210,7 @@ def test_a_folder_home_in_a_bucket_that_holds_anything_else_is_refused(apis):
     ]:
         apis.objects["acme-state"].append(stray)
         made = len(changes(apis))
-        with pytest.raises(RefusedError) as caught:
+        with pytest.raises(StateRefusedError) as caught:
             create(apis, home)
         assert str(caught.value).startswith(
             f"gs://acme-state holds {named}, outside stack prod's folder tpu-rl/prod/: the grants on the bucket would "
@@ -220,9 +222,9 @@ def test_a_folder_home_in_a_bucket_that_holds_anything_else_is_refused(apis):
 
 
 def test_a_home_that_is_no_bucket_and_no_named_account_are_refused(apis):
-    with pytest.raises(RefusedError, match="not in a bucket"):
+    with pytest.raises(StateRefusedError, match="not in a bucket"):
         create(apis, Home("dev", "https://api.pulumi.com", "recorded", "", False, "acme-tpu", "us-east5"))
-    with pytest.raises(RefusedError, match="MEMBERS=user:YOU@example.com"):
+    with pytest.raises(StateRefusedError, match="MEMBERS=user:YOU@example.com"):
         create(apis, writers=())
     assert apis.requests == []
 
@@ -306,7 +308,7 @@ def test_the_caller_is_its_service_accounts_email_or_its_id_tokens():
 @pytest.mark.parametrize("member", ["allUsers", "allAuthenticatedUsers", "projectViewer:acme-tpu", "ops@acme.example"])
 def test_members_are_accounts_groups_domains_or_principals_never_project_or_public_ones(member):
     assert state_bucket.parse_members(f" {OPS}, {DEPLOY},{OPS} ", "MEMBERS") == (OPS, DEPLOY)
-    with pytest.raises(RefusedError, match="project and public members are never granted a stack's state"):
+    with pytest.raises(StateRefusedError, match="project and public members are never granted a stack's state"):
         state_bucket.parse_members(f"{OPS},{member}", "READERS")
 
 

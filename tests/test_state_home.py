@@ -17,11 +17,11 @@ import yaml
 from tests.stack_homes import KEY, RING_KEY, SHARED, STACKS, cli_file, repo
 from tools import state_home
 from tools.stack_files import ROOT
-from tools.state_home import Home, RefusedError, decide, with_record
+from tools.state_home import Home, StateRefusedError, decide, with_record
 
 
 def refused(root: Path, stack: str, **kwargs) -> str:
-    with pytest.raises(RefusedError) as caught:
+    with pytest.raises(StateRefusedError) as caught:
         decide(stack, root, **kwargs)
     return str(caught.value)
 
@@ -269,7 +269,7 @@ def test_a_file_without_a_config_block_gets_one_and_a_flow_mapping_is_refused():
     assert with_record("secretsprovider: passphrase\n", "file:///srv/state", "x") == (
         "secretsprovider: passphrase\nconfig:\n  tpu-rl:stateBackend: file:///srv/state\n"
     )
-    with pytest.raises(RefusedError, match="add it under config: yourself"):
+    with pytest.raises(StateRefusedError, match="add it under config: yourself"):
         with_record("config: {gcp:project: acme-tpu}\n", "gs://acme-state", "Pulumi.dev.yaml")
 
 
@@ -322,5 +322,5 @@ def test_a_recorded_value_is_rewritten_on_its_own_line_and_nothing_else(tmp_path
         "-   tpu-rl:stateBackend: gs://acme-tpu-pulumi-state  # the shared one",
         "+   tpu-rl:stateBackend: gs://acme-tpu-pulumi-state-prod  # the shared one",
     ]
-    with pytest.raises(RefusedError, match="set it under config: yourself"):
+    with pytest.raises(StateRefusedError, match="set it under config: yourself"):
         state_home.with_value("config: {tpu-rl:stateBackend: gs://a-1}\n", "x", "tpu-rl:stateBackend", "gs://b-1")

@@ -2,9 +2,10 @@
 own runtime, Python, in the program's own virtualenv (docs/guardrails.md "Guardrails and PR review").
 
 The preview workflow copies this file from the base commit to where the branch cannot write, before any of the
-branch's code runs, and runs it with the base pack's interpreter (PyYAML from ``policy/requirements.lock``; nothing
-else is imported) on the branch's project directory, once before the branch's ``make venv`` and once more right
-before ``pulumi preview``, when no process of the branch is left::
+branch's code runs, and runs it with the base pack's interpreter (PyYAML from ``policy/requirements.lock`` and the
+base's ``core.errors``, installed there with the base's ``core``; nothing else is imported) on the branch's project
+directory, once before the branch's ``make venv`` and once more right before ``pulumi preview``, when no process of
+the branch is left::
 
     python check_pulumi_project.py <project directory> <stack> [--base <base project directory>]
 
@@ -48,6 +49,8 @@ from typing import Any
 
 import yaml
 
+from core.errors import BadInputError
+
 PROJECT_NAME = "tpu-rl"
 RUNTIME_NAME = "python"
 RUNTIME_OPTIONS = {"toolchain": "pip", "virtualenv": "venv"}
@@ -89,7 +92,7 @@ WHY = {
 """Why a key that is not allow-listed matters, for the keys whose harm is known (the refusal holds for any other)."""
 
 
-class ProjectRefusedError(ValueError):
+class ProjectRefusedError(BadInputError):
     """The project files are not the shape the preview runs (one line)."""
 
 
@@ -351,7 +354,7 @@ def main(argv: list[str]) -> int:
             return 2
     except ProjectRefusedError as refused:
         print(f"error: {refused}", file=sys.stderr)
-        return 2  # bad input: one line, exit 2
+        return refused.exit_code  # bad input: one line, exit 2
     kept = ", its state backend and secrets provider the base's" if len(argv) == 4 else ""
     print(f"Pulumi.yaml and Pulumi.{argv[1]}.yaml have the shape the preview runs: python in venv/, nothing else{kept}")
     return 0

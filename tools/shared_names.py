@@ -10,7 +10,7 @@ its grants on the first's objects may exist, and the provider's delete of a memb
 the other's grants. A shared Hub cache (``tpu-rl:model.hubCache``) has one writer: stacks that share it must name the
 same ``tpu-rl:model.hubCacheWriter``, or two of them would write it.
 
-A conflict is one line (``RefusedError``, exit 2) naming both stack files and the command that ends it; nothing is
+A conflict is one line (``StateRefusedError``, exit 2) naming both stack files and the command that ends it; nothing is
 created. Stacks of other projects, and a file whose project is unset or the example's placeholder, are not compared.
 """
 
@@ -26,7 +26,7 @@ from core.config.placeholders import EXAMPLE_PROJECTS
 from core.names import PROJECT
 from core.printed_commands import pulumi_config_set
 from tools.stack_files import StackFileError, load_stack_config
-from tools.state_home import STACK_NAME, RefusedError
+from tools.state_home import STACK_NAME, StateRefusedError
 
 HELP = "docs/state.md#two-stacks-in-one-project"
 
@@ -111,7 +111,7 @@ def problem(stack: str, root: Path) -> str | None:
 
 
 def refuse_shared(stack: str, root: Path) -> None:
-    """RefusedError (exit 2) when ``stack`` shares a name with another stack of its project."""
+    """StateRefusedError (exit 2) when ``stack`` shares a name with another stack of its project."""
     found = problem(stack, root)
     if found:
-        raise RefusedError(found)
+        raise StateRefusedError(found)

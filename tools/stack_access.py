@@ -21,7 +21,7 @@ from core.inputs import InputError, parse_yaml
 from core.names import PROJECT
 from core.printed_commands import make_target
 from core.settings import AccessSettings
-from tools.state_home import RefusedError
+from tools.state_home import StateRefusedError
 
 KEY = f"{PROJECT}:access"
 FIELDS = ("members", "readers")
@@ -62,8 +62,8 @@ def record(stack: str, root: Path, access: AccessSettings, members: tuple[str, .
 
 
 def with_access(text: str, name: str, field: str, items: tuple[str, ...]) -> str:
-    """``text`` (a stack file) with ``items`` appended to ``tpu-rl:access.<field>`` (module docstring); RefusedError
-    when the result would read as anything but the same file with those items more."""
+    """``text`` (a stack file) with ``items`` appended to ``tpu-rl:access.<field>`` (module docstring);
+    StateRefusedError when the result would read as anything but the same file with those items more."""
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -137,11 +137,11 @@ def _block(
 
 
 def _check(before_text: str, written: str, name: str, field: str, items: tuple[str, ...]) -> None:
-    """``written`` reads as ``before_text`` with ``items`` more in ``tpu-rl:access.<field>``, or RefusedError."""
+    """``written`` reads as ``before_text`` with ``items`` more in ``tpu-rl:access.<field>``, or StateRefusedError."""
     try:
         before, after = parse_yaml(before_text, name) or {}, parse_yaml(written, name) if written else None
     except InputError as err:
-        raise RefusedError(str(err)) from None
+        raise StateRefusedError(str(err)) from None
     config: Any = before.get("config") if isinstance(before, dict) else None
     config = config if isinstance(config, dict) else {}
     access = config.get(KEY) or {}
@@ -150,7 +150,7 @@ def _check(before_text: str, written: str, name: str, field: str, items: tuple[s
         wanted = {**before, "config": {**config, KEY: {**access, field: [*listed, *items]}}}
         if after == wanted:
             return
-    raise RefusedError(
+    raise StateRefusedError(
         f"{name} cannot take {', '.join(items)} in {KEY}.{field} here; add them to that list yourself, one "
         "`- <member>` a line"
     )

@@ -156,7 +156,7 @@ def set_path(config: dict[str, Any], key: str, value: Any) -> None:
     if isinstance(current, str) and current[:1] in ("{", "["):
         try:
             current = parse_json(current, "a config value")
-        except ValueError:
+        except InputError:
             current = None
     root = current if isinstance(current, (dict, list)) and type(current) is type(_container_for(path[0])) else None
     root = root if root is not None else _container_for(path[0])
@@ -265,7 +265,7 @@ def _object(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
             value = parse_json(value, "a config value") if value.startswith("{") else {}
-        except ValueError:
+        except InputError:
             value = {}
     return value if isinstance(value, dict) else {}
 

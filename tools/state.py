@@ -64,7 +64,7 @@ from tools.state_export import (
     steps_in_state,
     stranded_release,
 )
-from tools.state_home import STACK_NAME, Home, RefusedError, decide, read_stack_file, record, ring_warning
+from tools.state_home import STACK_NAME, Home, StateRefusedError, decide, read_stack_file, record, ring_warning
 from tools.state_locks import lock_lines, read_locks
 from workloads.container.tpu_rl_program import alive
 
@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         if not STACK_NAME.fullmatch(args.stack):
-            raise RefusedError(f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
+            raise StateRefusedError(
+                f"{scrub(args.stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')"
+            )
         if args.command == "releases":
             refuse_shared(args.stack, Path(args.root))
             return _releases(args.stack, args.pins, args.keys, args.steps)
@@ -137,14 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "create":
             return _create(home, Path(args.root), args.members, args.readers)
         return _locks(home, args.command)
-    except TpuRlError as err:  # a refusal (RefusedError) exits 2, a state that cannot be read 1
+    except TpuRlError as err:  # a refusal (StateRefusedError) exits 2, a state that cannot be read 1
         return report(err)
 
 
 def selected(args: argparse.Namespace) -> Home:
     """``select``'s home, as every Pulumi command of the stack gets it (``make``'s recipes, ``tpu-rl pulumi``): decided
-    (a refusal: ``RefusedError``, exit 2), a key in the shared ring of earlier versions said in one warning line, and
-    with ``--access`` the permissions tested (``StateError``, exit 1)."""
+    (a refusal: ``StateRefusedError``, exit 2), a key in the shared ring of earlier versions said in one warning line,
+    and with ``--access`` the permissions tested (``StateError``, exit 1)."""
     home = home_of_args(args)
     warning = ring_warning(home)
     if warning:
@@ -202,7 +204,7 @@ def _new(home: Home, root: Path) -> int:
         fix = found.fix or (
             move if home.origin == "recorded" else f"record where it lives ({record}), or move it to its home ({move})"
         )
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {home.stack} already exists in {found.url}, {found.why}; creating it again in {home.backend} "
             f"would make a second, empty stack whose `up` creates everything again beside the first: {fix} "
             "(docs/state.md#where-the-state-lives)"

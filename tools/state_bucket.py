@@ -51,7 +51,7 @@ from infra.gcp.permissions import STATE_SETUP, state_role
 from tools.state_access import check as check_access
 from tools.state_export import StateError
 from tools.state_grants import STACK_LABEL, bucket_policy, key_policy, label
-from tools.state_home import Home, RefusedError, target_key
+from tools.state_home import Home, StateRefusedError, target_key
 from tools.state_lookup import STACKS, listed, stacks
 
 APIS = ("storage.googleapis.com", "cloudkms.googleapis.com")
@@ -71,12 +71,12 @@ WAIT_SECONDS = 10.0
 
 def parse_members(text: str, name: str) -> tuple[str, ...]:
     """``MEMBERS``/``READERS``: comma-separated IAM members (``IAM_MEMBER``, the grammar of ``tpu-rl:access``);
-    RefusedError (exit 2) naming one that is not an account, group, domain or principal (a convenience or public
+    StateRefusedError (exit 2) naming one that is not an account, group, domain or principal (a convenience or public
     member above all)."""
     members = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     for member in members:
         if not IAM_MEMBER.matches(member):
-            raise RefusedError(
+            raise StateRefusedError(
                 f"{name} names {scrub(member, limit=80)!r}, which is no account, group, domain or principal (e.g. "
                 "user:ops@example.com, serviceAccount:deploy-prod@PROJECT.iam.gserviceaccount.com); project and "
                 "public members are never granted a stack's state"
@@ -200,7 +200,7 @@ def other_stacks(names: Iterable[str], stack: str) -> list[str]:
 
 
 def inspect_bucket(storage: Any, home: Home, number: str | None) -> Any:
-    """The stack's bucket as it is (None: there is none); RefusedError when it is another project's (``number``:
+    """The stack's bucket as it is (None: there is none); StateRefusedError when it is another project's (``number``:
     the stack's project's), another stack's label names it, it holds another stack's state, or (a home in a folder)
     it holds anything outside that folder; StateError when it cannot be read."""
     from google.api_core import exceptions
@@ -224,21 +224,21 @@ def inspect_bucket(storage: Any, home: Home, number: str | None) -> Any:
             f"bucket of that name is not adopted; run make state-bucket STACK={home.stack}, which reads it"
         )
     if str(bucket.project_number) != number:
-        raise RefusedError(
+        raise StateRefusedError(
             f"gs://{name} is the bucket of another project (number {bucket.project_number}, not project "
             f"{home.project}'s {number}): bucket names are global and this one is predictable, so it is never "
             f"adopted; {elsewhere}"
         )
     owner = (bucket.labels or {}).get(STACK_LABEL)
     if owner and owner != label(home.stack):
-        raise RefusedError(
+        raise StateRefusedError(
             f"gs://{name} is stack {owner}'s state bucket (its label {STACK_LABEL}): keep stack {home.stack} in a "
             "bucket of its own (docs/state.md#where-the-state-lives)"
         )
     others = other_stacks(listed(home.backend, storage) or [], home.stack)
     if others:
         shared = " (the project's shared bucket of earlier versions)" if name == legacy_bucket(home.project) else ""
-        raise RefusedError(
+        raise StateRefusedError(
             f"gs://{name}{shared} holds the state of stack{'s' if len(others) > 1 else ''} {', '.join(others)} too: "
             "whoever may read one stack's "
             f"state there reads the other's; keep stack {home.stack} in a bucket of its own "
@@ -246,7 +246,7 @@ def inspect_bucket(storage: Any, home: Home, number: str | None) -> Any:
         )
     stray = outside(storage, name, home.prefix) if home.prefix else None
     if stray is not None:
-        raise RefusedError(
+        raise StateRefusedError(
             f"gs://{name} holds {stray}, outside stack {home.stack}'s folder {home.prefix}/: the grants on the "
             "bucket would reach it, and whoever is granted on the bucket for it reaches the state; keep stack "
             f"{home.stack} in a bucket that holds nothing else: {elsewhere}"
@@ -279,8 +279,8 @@ def outside(storage: Any, bucket: str, prefix: str) -> str | None:
 
 
 def make_bucket(storage: Any, home: Home, bucket: Any) -> list[str]:
-    """Make the stack's bucket, or bring ``bucket`` (it, as it is) to its settings; RefusedError (nothing made) when
-    its name is taken by another project."""
+    """Make the stack's bucket, or bring ``bucket`` (it, as it is) to its settings; StateRefusedError (nothing made)
+    when its name is taken by another project."""
     from google.api_core import exceptions
     from google.cloud.storage.retry import DEFAULT_RETRY
 
@@ -295,7 +295,7 @@ def make_bucket(storage: Any, home: Home, bucket: Any) -> list[str]:
     try:
         storage.create_bucket(bucket, project=home.project, location=home.region, timeout=TIMEOUT, retry=retry)
     except exceptions.Conflict:
-        raise RefusedError(
+        raise StateRefusedError(
             f"the bucket name {name} is taken by another project (bucket names are global): name another, "
             f"`make state-bucket STACK={home.stack} STATE_BACKEND=gs://<name>` (recorded in Pulumi.{home.stack}.yaml)"
         ) from None
@@ -313,7 +313,7 @@ def _settings(bucket: Any, stack: str) -> None:
 
 
 def inspect_key(kms: Any, key: str, stack: str) -> Any:
-    """The key as it is (None: there is none); RefusedError when another stack's label names it."""
+    """The key as it is (None: there is none); StateRefusedError when another stack's label names it."""
     from google.api_core import exceptions
 
     try:
@@ -322,7 +322,7 @@ def inspect_key(kms: Any, key: str, stack: str) -> Any:
         return None
     owner = dict(found.labels).get(STACK_LABEL)
     if owner and owner != label(stack):
-        raise RefusedError(
+        raise StateRefusedError(
             f"the key {key} is stack {owner}'s (its label {STACK_LABEL}): give stack {stack} a key of its own "
             f"(SECRETS_PROVIDER=gcpkms://{ring_of(key).rsplit('/', 1)[0]}/<ring>/cryptoKeys/state for a new stack, "
             "in a ring of its own)"
@@ -403,12 +403,12 @@ def create(
     saying what was done. ``project_number``: the project's (``project_number``); without it a bucket of the name
     that exists is refused, as it cannot be told to be the project's."""
     if not home.bucket:
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {home.stack}'s state lives in {home.backend}, not in a bucket: `make state-bucket` makes a "
             f"bucket and key of the stack's own (leave {PROJECT}:stateBackend unset, or name a gs:// bucket)"
         )
     if not writers:
-        raise RefusedError(
+        raise StateRefusedError(
             "cannot tell which account runs this (its credentials name no email): name it, and whoever else may "
             f"run the stack's commands: make state-bucket STACK={home.stack} MEMBERS=user:YOU@example.com"
         )

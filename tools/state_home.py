@@ -56,7 +56,7 @@ STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 """A stack name as Pulumi allows it (sdk/go/common/tokens ``ValidateStackName``: letters, digits, '-', '_', '.')."""
 
 
-class RefusedError(StateError, BadInputError):
+class StateRefusedError(StateError, BadInputError):
     """Bad input: a home, key, bucket or name that is another stack's or none at all (one line, exit 2)."""
 
 
@@ -140,14 +140,14 @@ def read_stack_file(stack: str, root: Path) -> StackFile:
     """``Pulumi.<stack>.yaml`` of ``root``, or StateError naming what is wrong."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise RefusedError(
+        raise StateRefusedError(
             f"no stack file {path.name}: a stack's settings, state home and key are recorded there; copy "
             "Pulumi.dev.yaml to it and set gcp:project"
         )
     try:
         document = read_yaml(path)
     except StackFileError as err:
-        raise RefusedError(str(err)) from None
+        raise StateRefusedError(str(err)) from None
     document = document if isinstance(document, dict) else {}
     found = document.get("config")
     config: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -177,7 +177,7 @@ def other_stack_files(stack: str, root: Path) -> list[StackFile]:
             continue
         try:
             found.append(read_stack_file(other, root))
-        except RefusedError:
+        except StateRefusedError:
             continue
     return found
 
@@ -204,7 +204,7 @@ def default_bucket(project: str, stack: str) -> str:
     letters, digits, '-', '_')."""
     name = state_bucket(project, stack)
     if not BUCKET_NAME.matches(name):
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack}'s default state bucket {scrub(name, limit=100)} is not a bucket name ("
             f"{BUCKET_NAME.allowed}): name one with `make stack STACK={stack} STATE_BACKEND=gs://<bucket>`, which "
             f"records it in Pulumi.{stack}.yaml"
@@ -216,7 +216,7 @@ def own_key(project: str, stack: str) -> str:
     """The stack's own key in its own ring, or StateError when the stack's name cannot name the ring."""
     ring = ring_id(stack)
     if not KEY_ID.fullmatch(ring):
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack}'s name cannot name a Cloud KMS key ring ({ring}: letters, digits, '_' and '-', at most "
             f"63): name a key in a ring of its own with SECRETS_PROVIDER=gcpkms://projects/{project}/locations/"
             f"{KEY_LOCATION}/keyRings/<ring>/cryptoKeys/state"
@@ -240,7 +240,7 @@ def home_of(other: StackFile) -> str:
         return other.recorded
     try:
         return f"gs://{default_bucket(other.project, other.stack)}" if other.project else ""
-    except RefusedError:
+    except StateRefusedError:
         return ""
 
 
@@ -270,13 +270,15 @@ def decide(
     ``pkg/backend/diy/backend.go`` ``DefaultSecretManager``); a ``gs://`` home never does, as its new stack is
     given its own key. Pulumi Cloud's default provider is its own, per stack."""
     if not STACK_NAME.fullmatch(stack):
-        raise RefusedError(f"{scrub(stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
+        raise StateRefusedError(f"{scrub(stack, limit=40)!r} is not a stack name (letters, digits, '-', '_', '.')")
     own = read_stack_file(stack, root)
     for source, url in ((f"{own.name}: {BACKEND_KEY}", own.recorded), ("STATE_BACKEND", explicit)):
         if url and not STATE_BACKEND.matches(url):
-            raise RefusedError(f"{source} = {scrub(url, limit=120)!r} is not a state home: {STATE_BACKEND.allowed}")
+            raise StateRefusedError(
+                f"{source} = {scrub(url, limit=120)!r} is not a state home: {STATE_BACKEND.allowed}"
+            )
     if own.recorded and explicit and not same(own.recorded, explicit):
-        raise RefusedError(
+        raise StateRefusedError(
             f"STATE_BACKEND is {scrub(explicit, limit=120)}, but {own.name} records {BACKEND_KEY}: {own.recorded}: "
             f"leave STATE_BACKEND out (every command uses the recorded home), or move the stack ({MOVE_HELP})"
         )
@@ -286,7 +288,7 @@ def decide(
         backend, origin = f"gs://{default_bucket(own.project, own.stack)}", "default"
     if env_url and not same(env_url, backend):
         where = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}.get(origin, "")
-        raise RefusedError(
+        raise StateRefusedError(
             f"PULUMI_BACKEND_URL is {scrub(env_url, limit=120)}, but stack {stack}'s state lives in {backend} "
             f"({where or 'its default: ' + own.name + ' records no ' + BACKEND_KEY}): unset PULUMI_BACKEND_URL; "
             "`make` passes the stack's home to every pulumi command itself"
@@ -306,7 +308,7 @@ def decide(
         else:
             key = state_key(own.project or "<project>", stack)
             fix = f"create it with a key of its own: SECRETS_PROVIDER=gcpkms://{key}"
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets would be encrypted with a "
             f"passphrase, a shared string no one can revoke from one holder and whose loss loses every secret: {fix} "
             f"({MOVE_HELP}), or accept the passphrase with ALLOW_PASSPHRASE=1"
@@ -316,16 +318,16 @@ def decide(
 
 def _organization(own: StackFile, backend: str, origin: str, asked: str) -> str:
     """A Pulumi Cloud home's organization (the file's ``tpu-rl:stateOrganization``, else ``STATE_ORG`` for a stack
-    that records none), or RefusedError: a Cloud home without one, one for a self-managed backend, or two that
+    that records none), or StateRefusedError: a Cloud home without one, one for a self-managed backend, or two that
     disagree."""
     for source, name in ((f"{own.name}: {ORG_KEY}", own.organization), ("STATE_ORG", asked)):
         if name and not ORG_NAME.fullmatch(name):
-            raise RefusedError(
+            raise StateRefusedError(
                 f"{source} = {scrub(name, limit=60)!r} is not a Pulumi Cloud organization's name (letters, digits, "
                 "'-', '_', '.')"
             )
     if own.organization and asked and asked != own.organization:
-        raise RefusedError(
+        raise StateRefusedError(
             f"STATE_ORG is {asked}, but {own.name} records {ORG_KEY}: {own.organization}: leave STATE_ORG out "
             "(every command uses the recorded organization)"
         )
@@ -333,7 +335,7 @@ def _organization(own: StackFile, backend: str, origin: str, asked: str) -> str:
     if not is_cloud(backend):
         if org:
             given = "STATE_ORG" if asked and not own.organization else f"{own.name}'s {ORG_KEY}"
-            raise RefusedError(
+            raise StateRefusedError(
                 f"{given} names the Pulumi Cloud organization {org}, but stack {own.stack}'s state lives in "
                 f"{backend}, a self-managed backend, which has no organizations: "
                 f"{'leave STATE_ORG out' if given == 'STATE_ORG' else 'remove the key from the file'}"
@@ -341,7 +343,7 @@ def _organization(own: StackFile, backend: str, origin: str, asked: str) -> str:
         return ""
     if not org:
         given = f" STATE_BACKEND={backend}" if origin == "STATE_BACKEND" else ""
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {own.stack}'s state home {backend} names no organization: each operator's pulumi would look for "
             f"stack {own.stack} in their own default organization, and one whose default is another would create a "
             f"second, empty {own.stack} there; record the stack's organization: make stack STACK={own.stack}{given} "
@@ -357,19 +359,19 @@ def _refuse_earlier_homes(own: StackFile, backend: str, origin: str, key: str) -
     stack, move = own.stack, f"make state-bucket STACK={own.stack}, then make state-move STACK={own.stack}"
     if own.project and is_legacy_home(own.project, backend):
         given = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}.get(origin, "")
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack}'s state home {backend} ({given or 'its default'}) is the project's shared state bucket of "
             "earlier versions, which every stack of the project used: whoever may read one stack's state there reads "
             f"the others' and takes their locks; move the stack to a bucket and key of its own: {move} ({MOVE_HELP})"
         )
     if key and is_legacy_key(key):
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack}'s secrets key {key} is the project's shared key of earlier versions, which encrypted every "
             "stack's secrets: whoever may decrypt one stack's secrets decrypts the others'; move the stack to a key of "
             f"its own: {move} ({MOVE_HELP})"
         )
     if key and in_shared_ring(key) and own.protect:
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack} is protected ({PROJECT}:protect: true) and its secrets key {key} is in the key ring that "
             "every stack's key shared in earlier versions: whoever administers any key there may set the ring's IAM "
             f"policy, which every key in it inherits, and grant itself decrypt on this one; move it to a ring of its "
@@ -401,7 +403,7 @@ def _backend(own: StackFile, explicit: str) -> tuple[str, str]:
     if explicit:
         return explicit.rstrip("/"), "STATE_BACKEND"
     if not own.project:
-        raise RefusedError(
+        raise StateRefusedError(
             f"{own.name} has no gcp:project of yours (unset, or the example's placeholder): set your project id in "
             f"the file first; the stack's state bucket is named after it"
         )
@@ -411,7 +413,7 @@ def _backend(own: StackFile, explicit: str) -> tuple[str, str]:
 def _refuse_inside(backend: str, root: Path, local_ok: bool, stack: str) -> None:
     folder = inside(backend, root)
     if folder is not None and not local_ok:
-        raise RefusedError(
+        raise StateRefusedError(
             f"stack {stack}'s state home {backend} is a file backend inside this checkout "
             f"({folder.relative_to(root.resolve())}/): deleting or re-cloning the folder would lose the stack's "
             f"state while its cluster and TPU pool keep billing; give it a bucket of its own (make state-bucket "
@@ -428,7 +430,7 @@ def _refuse_shared_bucket(stack: str, own: StackFile, backend: str, origin: str,
         theirs = home_of(other)
         if theirs.startswith("gs://") and urlparse(theirs).netloc == bucket:
             given = {"recorded": f"recorded in {own.name}", "STATE_BACKEND": "given as STATE_BACKEND"}
-            raise RefusedError(
+            raise StateRefusedError(
                 f"stack {stack}'s state home {backend} ({given.get(origin, 'its default')}) is in gs://{bucket}, "
                 f"stack {other.stack}'s state bucket ({other.name}): whoever may read one stack's state there reads "
                 f"the other's, and takes its lock; give stack {stack} a bucket of its own ({HOME_HELP})"
@@ -440,7 +442,7 @@ def _provider(own: StackFile, backend: str, asked: str) -> str:
     current = own.secrets_provider or ("passphrase" if own.salt else "")
     if current and asked and asked != current:
         change = pulumi_command(own.stack, "stack", "change-secrets-provider", "<provider>")
-        raise RefusedError(
+        raise StateRefusedError(
             f"SECRETS_PROVIDER is {scrub(asked, limit=160)}, but {own.name}'s secrets are encrypted by {current}: "
             "`pulumi stack init` would make a new data key and every secret in the file would be lost; change it "
             f"with `{change}` instead"
@@ -451,7 +453,7 @@ def _provider(own: StackFile, backend: str, asked: str) -> str:
         return asked
     if backend.startswith("gs://"):
         if not own.project:
-            raise RefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
+            raise StateRefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
         return f"gcpkms://{own_key(own.project, own.stack)}"
     return ""
 
@@ -462,7 +464,7 @@ def _refuse_shared_key(stack: str, own: StackFile, provider: str, others: list[S
         return
     for other in others:
         if kms_key(other.secrets_provider) == key:
-            raise RefusedError(
+            raise StateRefusedError(
                 f"stack {stack}'s secrets key {key} encrypts stack {other.stack}'s secrets too "
                 f"({other.name}): whoever may decrypt one stack's secrets decrypts the other's; give stack {stack} a "
                 f"key and bucket of its own: make state-bucket STACK={stack}, then make state-move STACK={stack} "
@@ -495,7 +497,7 @@ def file_folder(url: str) -> Path | None:
 def with_record(text: str, url: str, name: str, key: str = BACKEND_KEY) -> str:
     """``text`` (a stack file) with ``<key>: <url>`` (``tpu-rl:stateBackend`` by default) appended to its
     ``config:`` block, every other line kept as it was (comments and layout included), as `pulumi config set` appends
-    a new key; RefusedError when the result would read as anything but the same file with that one key more."""
+    a new key; StateRefusedError when the result would read as anything but the same file with that one key more."""
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -518,30 +520,30 @@ def with_record(text: str, url: str, name: str, key: str = BACKEND_KEY) -> str:
     try:
         before, after = parse_yaml(text, name) or {}, parse_yaml(written, name)
     except InputError as err:
-        raise RefusedError(str(err)) from None
+        raise StateRefusedError(str(err)) from None
     config = before.get("config") if isinstance(before, dict) else None
     wanted = {**before, "config": {**(config if isinstance(config, dict) else {}), key: url}}
     if not isinstance(before, dict) or (config is not None and not isinstance(config, dict)) or after != wanted:
-        raise RefusedError(f"{name} cannot take `{key}: {url}` here; add it under config: yourself")
+        raise StateRefusedError(f"{name} cannot take `{key}: {url}` here; add it under config: yourself")
     return written
 
 
 def with_value(text: str, name: str, key: str, value: str) -> str:
     """``text`` (a stack file) with the value of its ``config:`` key ``key`` replaced by ``value`` on its own line,
-    every other line (and that line's comment) kept; RefusedError when the result would read as anything but the
+    every other line (and that line's comment) kept; StateRefusedError when the result would read as anything but the
     same file with that one value changed."""
     found = list(re.finditer(rf"^([ \t]+){re.escape(key)}:[ \t]*[^#\n]*?([ \t]+#[^\n]*)?$", text, re.M))
     if len(found) != 1:
-        raise RefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
+        raise StateRefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
     line = found[0]
     written = f"{text[: line.start()]}{line.group(1)}{key}: {value}{line.group(2) or ''}{text[line.end() :]}"
     try:
         before, after = parse_yaml(text, name), parse_yaml(written, name)
     except InputError as err:
-        raise RefusedError(str(err)) from None
+        raise StateRefusedError(str(err)) from None
     config = before.get("config") if isinstance(before, dict) else None
     if not isinstance(config, dict) or after != {**before, "config": {**config, key: value}}:
-        raise RefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
+        raise StateRefusedError(f"{name} cannot take `{key}: {value}` here; set it under config: yourself")
     return written
 
 

@@ -51,7 +51,7 @@ from infra.client_errors import client_errors, exit_code_of
 from tools.state_export import StateError
 from tools.state_home import (
     Home,
-    RefusedError,
+    StateRefusedError,
     is_cloud,
     is_legacy_home,
     kms_key,
@@ -111,13 +111,13 @@ def move(
         source = recorded if is_legacy_home(home.project, recorded) else f"gs://{legacy_bucket(home.project)}"
     source = source.rstrip("/")
     if not source or same(source, home.backend) or is_cloud(source):
-        raise RefusedError(
+        raise StateRefusedError(
             f"FROM={source or '(none)'} is no backend to move stack {home.stack} from: name the self-managed backend "
             f"it lives in now (gs://... or file://...), not its home {home.backend} ({MOVE_HELP})"
         )
     own = read_stack_file(home.stack, root)
     if not home.project:
-        raise RefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
+        raise StateRefusedError(f"{own.name} has no gcp:project of yours: the stack's key is in that project")
     target = f"gcpkms://{target_key(home)}"
     storage = storage if storage is not None else _storage(home.backend, source)
     in_home = holds_stack(home.backend, home.stack, storage, run)
@@ -132,7 +132,9 @@ def move(
         if found is None:
             raise StateError(f"cannot read {url} (no storage.objects.list there): nothing was moved ({MOVE_HELP})")
     if not in_source and not in_home:
-        raise RefusedError(f"stack {home.stack} is in neither {source} nor its home {home.backend}: nothing to move")
+        raise StateRefusedError(
+            f"stack {home.stack} is in neither {source} nor its home {home.backend}: nothing to move"
+        )
     if in_source and read_locks(source, home.stack):
         raise StateError(
             f"stack {home.stack} is locked in {source}: a `pulumi` may still be working on it there; once none is, "

@@ -394,7 +394,7 @@ def base_model_layout(
 
     from huggingface_hub import HfApi, close_session, set_client_factory
 
-    from core.hf_model import INDEX_FILE, SINGLE_FILE, ModelLayout, parse_config, parse_index
+    from core.hf_model import INDEX_FILE, SINGLE_FILE, ModelFormatError, ModelLayout, parse_config, parse_index
 
     budget = budget or deadline.BUDGETS["hub-model"]
     url = _endpoint(endpoint)
@@ -442,7 +442,7 @@ def base_model_layout(
                 for name, tensor in header(shard).items():
                     tensors[name] = tensor
                     weight_map.setdefault(name, shard)
-    except ValueError as err:  # ModelFormatError: the Hub's files are not what the formats say
+    except ModelFormatError as err:  # the Hub's files are not what the formats say
         raise PreflightError(f"the base model {repo}@{scrub(revision, limit=100)}: {err}") from None
     finally:
         close_session()

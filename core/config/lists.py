@@ -10,7 +10,7 @@ from typing import Any
 
 from core.config.formats import IAM_MEMBER, REGISTRY
 from core.config.values import UNREADABLE, Problems, canonical_cidr, error
-from core.inputs import parse_json
+from core.inputs import InputError, parse_json
 
 MAX_REGISTRIES = 20
 MAX_AUTHORIZED_NETWORKS = 50
@@ -40,7 +40,7 @@ def _config_list(
             raise error(key, value, f"a list of {items}, e.g. {example}")
         try:
             value = parse_json(value, "a config value")
-        except ValueError:
+        except InputError:
             raise error(key, value, f"malformed JSON; expected a list of {items}") from None
     if not isinstance(value, list) or not (value or empty):
         raise error(key, value, f"a {'' if empty else 'non-empty '}list of {items} {purpose}")

@@ -33,7 +33,7 @@ from core.config.values import (
     Values,
     error,
 )
-from core.inputs import parse_json
+from core.inputs import InputError, parse_json
 from core.maxtext_keys import closest_key, known_keys, refused_keys
 from core.names import PROJECT
 from core.printed_commands import ANY_STACK, pulumi_config_rm, pulumi_config_set
@@ -203,7 +203,7 @@ def _decoded(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "[") and len(value) <= MAX_JSON_CHARS:
         try:
             return parse_json(value, "a config value")
-        except ValueError:
+        except InputError:
             return value
     return value
 
@@ -243,7 +243,7 @@ def _flatten(top: str, value: Any, problems: Problems, stack: str) -> dict[str, 
             raise error(top, Hidden("too long"), f"at most {MAX_JSON_CHARS} characters of JSON")
         try:
             value = parse_json(value, "the JSON")
-        except ValueError as err:
+        except InputError as err:
             raise error(top, value, f"malformed JSON{_why(err)}; expected an object") from None
     if not isinstance(value, dict):
         raise error(top, value, expected)
@@ -361,7 +361,7 @@ SAFE_TEXT = re.compile(r"[A-Za-z0-9_.,:/=+@%*-]{1,256}")
 KEY_SHAPE = re.compile(r"[a-z_][a-z0-9_]{0,79}(\.[a-z_][a-z0-9_]{0,79})?")
 
 
-def _why(err: ValueError) -> str:
+def _why(err: InputError) -> str:
     """The reason ``parse_json`` gave, when it says more than "not JSON" (too deep, too many digits)."""
     detail = str(err).removeprefix("the JSON is ")
     return "" if detail == "not JSON" else f" ({detail})"
@@ -373,7 +373,7 @@ def _flat_args(key: str, value: Any) -> dict[str, Any]:
             raise error(key, value, "an object of MaxText key: value pairs")
         try:
             value = parse_json(value, "the JSON")
-        except ValueError as err:
+        except InputError as err:
             raise error(
                 key, value, f"malformed JSON{_why(err)}; expected an object of MaxText key: value pairs"
             ) from None

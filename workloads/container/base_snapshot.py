@@ -138,8 +138,8 @@ def needed(name: str, size: int) -> bool:
 
 
 def entry_json(bucket: Any, prefix: str) -> Any:
-    """A cache entry's ``entry.json`` parsed (``ValueError``: not JSON within the limits), None when there is none
-    (yet)."""
+    """A cache entry's ``entry.json`` parsed (``hf_model.JsonDocumentError``: not JSON within the limits), None when
+    there is none (yet)."""
     blob = bucket.blob(prefix + ENTRY)
     if not blob.exists(timeout=TIMEOUT):
         return None
@@ -170,7 +170,7 @@ def read_model_entry(
     (repo, commit) is one line and not used (its writer's next conversion writes it again)."""
     try:
         entry = entry_json(bucket, prefix)
-    except ValueError:
+    except hf_model.JsonDocumentError:
         entry = {}
     if entry is None:
         return None

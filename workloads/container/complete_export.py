@@ -235,7 +235,7 @@ def verified_base(repo: str, revision: str, convert_uri: str) -> Verified:
         )
     except NotFound:
         raise RefusedError(f"{uri} is missing: the conversion did not finish") from None
-    except ValueError:
+    except (hf_model.JsonDocumentError, hf_model.ReplyTooLargeError):
         record = None
     verified = record.get(VERIFIED) if isinstance(record, dict) else None
     pins = {n: pin_of(n, v) for n, v in verified.items()} if isinstance(verified, dict) else {}
@@ -557,7 +557,7 @@ def main(argv: list[str]) -> None:
     except (FailedError, hf_model.ReplyTooLargeError) as err:
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(FAILED)
-    except ValueError as err:  # ModelFormatError: a file that is not what its format says, the same next time
+    except (hf_model.ModelFormatError, ValueError) as err:  # a file not what its format says: the same next time
         print(f"tpu-rl export: {shown.line(err, 1000)}", file=sys.stderr, flush=True)
         sys.exit(REFUSED)
     except Exception as err:  # noqa: BLE001 (GCS and anything else: one line, the step runs again)

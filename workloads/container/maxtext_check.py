@@ -17,11 +17,12 @@ The images MaxText publishes copy the wheel's ``maxtext/`` folder to ``/deps/src
 ``PYTHONPATH`` (MaxText's ``build_and_push_docker_image.yml``: the wheel installed into a venv, ``PACKAGE_DIR`` its
 ``site-packages``; ``maxtext_tpu_dependencies.Dockerfile``: ``COPY ${PACKAGE_DIR}/maxtext/ src/maxtext/``; read at
 MaxText ``e591f30``, ten commits past ``maxtext-v0.2.4``, the newest source this project could read), so the
-package is found the way Python finds it (``importlib.util.find_spec`` with the working directory first on the path,
-as ``python3 -m`` puts it), wherever an image keeps it. Every file of the RECORD must be there with its size and
-sha256; files the RECORD does not list are not compared: an image's build may leave its own there (MaxText's
-``install_post_train_extra_deps.py`` builds the vLLM adapter from ``integration/vllm``; Python writes ``__pycache__``),
-and MaxText reads a file by its name, which the RECORD lists.
+package is found the way Python finds it, wherever an image keeps it: the import system's finders
+(``sys.meta_path``, an editable install's among them) asked in their order, the path's with the working directory
+first, as ``python3 -m`` puts it (``sys.path`` itself is left as it is). Every file of the RECORD must be there with
+its size and sha256; files the RECORD does not list are not compared: an image's build may leave its own there
+(MaxText's ``install_post_train_extra_deps.py`` builds the vLLM adapter from ``integration/vllm``; Python writes
+``__pycache__``), and MaxText reads a file by its name, which the RECORD lists.
 
 The line names the image's own MaxText version as its installed metadata gives it (``importlib.metadata``: the
 ``.dist-info`` the image's installer wrote), else its package's ``version.py`` (``__version__``, which the wheel
@@ -42,8 +43,8 @@ weight is read from an image whose MaxText the checks never saw unless the confi
 import base64
 import csv
 import hashlib
+import importlib.machinery
 import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -86,12 +87,25 @@ def rows(lines):
     return found
 
 
+def package_spec():
+    """The spec of the ``maxtext`` ``python3 -m maxtext...`` imports from the working directory (None: none): each
+    finder of ``sys.meta_path`` in turn, as the import system asks them; the path's finder searches the working
+    directory where ``python3 FILE`` put this file's folder (neither, with ``-P``)."""
+    path = sys.path if sys.flags.safe_path else [os.getcwd(), *sys.path[1:]]
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)  # None: a legacy finder, which Python 3.12 no longer asks
+        if find_spec is None:
+            continue
+        spec = find_spec(PACKAGE, path if finder is importlib.machinery.PathFinder else None)
+        if spec is not None:
+            return spec
+    return None
+
+
 def package_dir():
     """The folder of the ``maxtext`` package ``python3 -m maxtext...`` imports from the working directory (None:
     none)."""
-    if not sys.flags.safe_path:
-        sys.path[0] = os.getcwd()  # python3 FILE put this file's folder first; python3 -m puts the working directory
-    spec = importlib.util.find_spec(PACKAGE)
+    spec = package_spec()
     if spec is None:
         return None
     if spec.origin and spec.origin.endswith("__init__.py"):

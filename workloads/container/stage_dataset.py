@@ -87,7 +87,7 @@ def read_dataset_entry(bucket: Any, prefix: str, uri: str, repo: str, commit: st
     entry to delete (the step's next try fills it again)."""
     try:
         entry = base.entry_json(bucket, prefix)
-    except ValueError:
+    except hf_model.JsonDocumentError:
         raise RefusedError(f"{uri}{base.ENTRY} is not JSON: {base.AGAIN.format(uri=uri)}") from None
     if entry is None:
         return None

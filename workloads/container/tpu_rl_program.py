@@ -1,9 +1,10 @@
 """What the programs of a step share: a file of every ConfigMap whose programs import it, beside them in its folder
-(``workloads.specs.commands.program_imports``); standard library only, as the image runs it.
+(``workloads.specs.commands.program_imports``); standard library only, as the image runs it, and ``errors.py``
+(``core/errors.py``, shipped beside it).
 
 - How a run ends: ``RefusedError`` for what the program was given, which fails the same way on every try (exit
   ``REFUSED``: the step is not retried), ``FailedError`` for what failed outside it this time (exit 1: a later try,
-  or the step's next run, may succeed).
+  or the step's next run, may succeed); both in the project's one error tree (``core.errors``).
 - A process watched beside train_rl (the stall watchdog, the restart drill): whether it runs (``alive``), its end as a
   disruption ends it (``stop``), its growing log read in bounded looks (``LogFollower``), how often a bound is looked
   at (``interval``) and a span of it as a person reads it (``duration``).
@@ -19,6 +20,12 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING or __package__:  # the repository's package (the tests)
+    from core.errors import BadInputError, TpuRlError
+else:  # python3 /tpu-rl/<program>.py: core's errors.py is a file of the same ConfigMap
+    from errors import BadInputError, TpuRlError
 
 REFUSED = 3
 """A refusal's exit status (``core.names.SETUP_FAILURE_EXIT``): the step fails at once and is not retried."""
@@ -26,12 +33,14 @@ FAILED = 1
 """A failure's exit status: the step fails, and the next `make up` runs it again."""
 
 
-class RefusedError(Exception):
+class RefusedError(BadInputError):
     """What the program was given fails the same way on every try (an argument, a record, an image, an answer no retry
     changes such as an API's 403): a program that ends on it exits ``REFUSED``."""
 
+    exit_code = REFUSED
 
-class FailedError(Exception):
+
+class FailedError(TpuRlError):
     """Something outside the program failed this time (the Hub, GCS, the API server, a model that does not load): a
     later try may succeed; a program that ends on it exits ``FAILED``."""
 

@@ -175,7 +175,7 @@ def bounded(
         raise
     except ListingTooLongError as err:
         raise StorageError(str(err)) from None
-    except client_errors(ValueError) as err:  # ValueError: a reply that is not the JSON GCS sends
+    except client_errors(ValueError, ReplyTooLargeError, ReplyEncodingError) as err:  # ValueError: not GCS's JSON
         raise storage_error(err, what) from None
 
 

@@ -318,11 +318,12 @@ def script(*lines: str, argv: list[str]) -> str:
 CONTAINER = Path(__file__).parents[1] / "container"
 """``workloads/container``: the programs a step's ConfigMap ships."""
 CORE = Path(__file__).parents[2] / "core"
-CORE_FILES = ("hf_model.py", "redact.py", "redact_keys.py", "terminal.py")
+CORE_FILES = ("errors.py", "hf_model.py", "redact.py", "redact_keys.py", "terminal.py")
 """``core``'s standard-library modules the programs import as files of their ConfigMap (the image has no copy of
-them), each by its name (``program_imports``): ``hf_model.py`` (the safetensors header check, the names of a model
-folder's files, the bounded GCS read and the comparison) and core's redaction (``redact.py`` and what it imports),
-which ``shown.py`` applies to what a step prints."""
+them), each by its name (``program_imports``): ``errors.py`` (the project's one error tree, under which a program's
+refusal and failure are), ``hf_model.py`` (the safetensors header check, the names of a model folder's files, the
+bounded GCS read and the comparison) and core's redaction (``redact.py`` and what it imports), which ``shown.py``
+applies to what a step prints."""
 HF_MODEL_FILE = "hf_model.py"
 HF_MODEL = (CORE / HF_MODEL_FILE).read_text()
 """``core/hf_model.py`` as a step ships it (a mutation run puts the file as written here: tests/conftest.py)."""
@@ -455,7 +456,7 @@ storage`` in a function, ``from core import hf_model`` in the package's branch) 
 
 
 def program_imports(file_name: str) -> tuple[str, ...]:
-    """The files of ``workloads/container`` (and ``hf_model.py``, ``core``'s) the program ``file_name`` imports from its
+    """The files of ``workloads/container`` (and ``CORE_FILES``, ``core``'s) the program ``file_name`` imports from its
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
     (``program_files``). ``shown.py``, what a step prints of a text from elsewhere, is one, for every program that
     prints such text; ``tpu_rl_program.py``, how a run ends and the process helpers, another; a snippet imports none."""
