@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # the project's package
-    from core.redact_keys import REDACTED, encoded_forms, private_keys, wrapped
+    from core.redact_keys import REDACTED, TOKEN_SHAPES, encoded_forms, private_keys, wrapped
     from core.terminal import TERMINAL_CONTROLS, visible
 else:  # a file of a step's ConfigMap, beside its programs (workloads/specs/commands.py CORE_FILES)
-    from redact_keys import REDACTED, encoded_forms, private_keys, wrapped
+    from redact_keys import REDACTED, TOKEN_SHAPES, encoded_forms, private_keys, wrapped
     from terminal import TERMINAL_CONTROLS, visible
 
 __all__ = ["HF_TOKEN", "TERMINAL_CONTROLS", "env_secrets", "redact_text", "remember", "scrub", "scrub_lines"]
@@ -36,21 +36,15 @@ HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{16,}")
 """What the config refuses as a Hugging Face access token (``hf_`` + at least 16 letters/digits; real ones have 34):
 stricter than the redaction's shape, as a setting never holds a name like ``hf_transfer``."""
 
-ACCESS_TOKENS = re.compile(
-    r"hf_(?:oauth_)?[A-Za-z0-9]{30,}"  # Hugging Face: hf_ + 34 letters and digits; names have underscores or are short
-    r"|ya29\.[A-Za-z0-9._-]+"  # a Google OAuth access token
-    r"|1//0[A-Za-z0-9_-]{20,}"  # a Google OAuth refresh token
-    r"|AIza[0-9A-Za-z_-]{35}"  # a Google API key
-    r"|GOCSPX-[A-Za-z0-9_-]{20,}"  # a Google OAuth client secret
-    r"|eyJ[A-Za-z0-9._-]{20,}"  # a JWT (an identity token, a Kubernetes service account token)
-)
-"""Token shapes in text from elsewhere, each by its prefix, alphabet and length."""
+ACCESS_TOKENS = re.compile(TOKEN_SHAPES)
+"""Token shapes in text from elsewhere (``core.redact_keys.TOKEN_SHAPES``)."""
 
 _QUOTE = r"\\*[\"'`]"
 _NAME = re.compile(
     r"[\w-]*?(?:api|access|auth|secret|private|signing|subscription|session)[-_]?key"
     r"|[\w-]*?(?:access|auth|refresh|id|session|security|bearer|oauth|api|hf|csrf|xsrf)[-_]?token"
     r"|[\w-]*?(?:secret|password|passwd|passphrase)"
+    r"|(?:identity|registry)token|auth"  # a registry credentials file's fields (``{"auths": {host: {"auth": ...}}}``)
     r"|(?:proxy-)?authorization|(?:set-)?cookie|x-goog-[a-z0-9-]+",
     re.IGNORECASE,
 )
@@ -61,7 +55,8 @@ _HEADER = re.compile(r"(?:proxy-)?authorization|(?:set-)?cookie|x-[\w-]+", re.IG
 """The secret fields that are HTTP headers or gRPC metadata: their value runs to the end of the line (``Bearer x``,
 ``a=1; b=2``), and a tuple (``('authorization', 'Bearer x')``) or a ``{"name": ..., "value": ...}`` pair holds one."""
 _NAME_END = re.compile(
-    r"(?:key|token|secret|password|passwd|passphrase|authorization|cookie|x-goog-[a-z0-9-]+)(?![\w-])", re.IGNORECASE
+    r"(?:key|token|secret|password|passwd|passphrase|authorization|auth|cookie|x-goog-[a-z0-9-]+)(?![\w-])",
+    re.IGNORECASE,
 )
 """Where a secret field's name may end (the scan looks for these, then reads the word back to its start)."""
 _WORD_BACKWARDS = re.compile(r"[\w-]*")
@@ -85,12 +80,15 @@ _QUOTED = {quote: re.compile(rf"(?:\\.|[^{quote}\\\n])*") for quote in "\"'`"}
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#\"'`<>\\\[\]]+@")
 """The userinfo of a URL, up to its last ``@`` before the path: ``user:password``, or a token as the user name."""
 SIGNED_QUERY = re.compile(
-    r"(?P<name>[?&;](?:x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|x-amz-security-token|"
-    r"signature|sig|token|access_token|id_token|refresh_token|code|api_key|apikey|key|se|sp|skoid|sktid)=)[^&\s\"'#<>]+",
+    r"(?P<name>(?:[?&;]|\\u0026)"
+    r"(?:x-goog-signature|x-goog-credential|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"signature|sig|token|access_token|id_token|refresh_token|code|api_key|apikey|key|se|sp|skoid|sktid)=)"
+    r"[^&\s\"'#<>\\]+",
     re.IGNORECASE,
 )
 """A URL's query parameter that signs or authorises the request: a GCS or S3 signed URL's signature and credential,
-an Azure SAS's ``sig``, an OAuth token or code, an API key."""
+an Azure SAS's ``sig``, an OAuth token or code, an API key; after ``?``, ``&`` or ``;`` (HTML's ``&amp;`` too), and
+after ``&`` as JSON escapes it (``\\u0026``)."""
 
 _known: set[str] = set()
 

@@ -57,9 +57,21 @@ KEY_BYTES = (
     b"\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x01\x01",  # the rsaEncryption OID, in a DER key (and a certificate)
     b"\x06\x07\x2a\x86\x48\xce\x3d\x02\x01",  # id-ecPublicKey
     b"\x06\x03\x2b\x65\x70",  # Ed25519
+    b'"auths"',  # a registry's credentials file (a Secret's .dockerconfigjson)
 )
-"""What decoded base64 holds when it is a key file (a service account's, ADC's user credentials, a kubeconfig), a PEM
-key or a DER key."""
+"""What decoded base64 holds when it is a key file (a service account's, ADC's user credentials, a kubeconfig, a
+registry's credentials), a PEM key or a DER key."""
+TOKEN_SHAPES = (
+    r"hf_(?:oauth_)?[A-Za-z0-9]{30,}"  # Hugging Face: hf_ + 34 letters and digits; names have underscores or are short
+    r"|ya29\.[A-Za-z0-9._-]+"  # a Google OAuth access token
+    r"|1//0[A-Za-z0-9_-]{20,}"  # a Google OAuth refresh token
+    r"|AIza[0-9A-Za-z_-]{35}"  # a Google API key
+    r"|GOCSPX-[A-Za-z0-9_-]{20,}"  # a Google OAuth client secret
+    r"|eyJ[A-Za-z0-9._-]{20,}"  # a JWT (an identity token, a Kubernetes service account token)
+)
+"""Token shapes, each by its prefix, alphabet and length: in text (``core.redact``) and in decoded base64."""
+NESTING = 3
+"""How many times base64 is decoded inside base64 (a Secret's data holding a registry file holding an ``auth``)."""
 _STANDARD = str.maketrans("-_", "+/")
 _URL_SAFE = str.maketrans("+/", "-_")
 
@@ -87,23 +99,39 @@ def wrapped(secret: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=16)
 def _secret_bytes(known: frozenset[str]) -> re.Pattern[bytes]:
-    """What decoded base64 is searched for: ``KEY_BYTES`` and the ``known`` secrets."""
-    return re.compile(b"|".join(re.escape(b) for b in (*KEY_BYTES, *sorted(s.encode() for s in known if len(s) >= 8))))
+    """What decoded base64 is searched for: ``KEY_BYTES``, the token shapes and the ``known`` secrets."""
+    literal = b"|".join(re.escape(b) for b in (*KEY_BYTES, *sorted(s.encode() for s in known if len(s) >= 8)))
+    return re.compile(literal + b"|" + TOKEN_SHAPES.encode())
 
 
-def _is_secret(run: str, secrets: re.Pattern[bytes]) -> bool:
+def _decoded(letters: str) -> bytes:
+    """The bytes of base64 ``letters`` (standard alphabet, no padding) at each of its 4 alignments, joined by a new
+    line; a last partial group of 2 or 3 letters decoded too (its 1 or 2 bytes: a token that ends the text)."""
+    found = []
+    for start in range(4):
+        tail = letters[start:]
+        whole = len(tail) // 4 * 4
+        rest = tail[whole:] if len(tail) - whole >= 2 else ""
+        found.append(base64.b64decode(tail[:whole] + rest + "=" * (-len(rest) % 4)))
+    return b"\n".join(found)
+
+
+def _is_secret(run: str, secrets: re.Pattern[bytes], depth: int = NESTING) -> bool:
     """Whether base64 ``run`` (``BASE64_RUN``) has two lines of a PEM body in a row, or decodes (either alphabet,
-    wrapped or not, at any of its 4 alignments) to a key or a secret (``secrets``). A run of both alphabets (a path:
-    ``/`` and ``_``) is no base64 to decode."""
+    wrapped or not, at any of its 4 alignments, its last partial group too) to a key, a token shape or a secret
+    (``secrets``), or to base64 that does, down to ``depth`` encodings. A run of both alphabets (a path: ``/`` and
+    ``_``) is no base64 to decode."""
     lines = re.split(_LINE_SEP, run) if "\n" in run or "\\" in run else [run]
     if any(len(a) == len(b) and _KEY_LINE.fullmatch(a) and _KEY_LINE.fullmatch(b) for a, b in pairwise(lines)):
         return True
     letters = "".join(lines).replace("=", "")
     if ("+" in letters or "/" in letters) and ("-" in letters or "_" in letters):
         return False
-    letters = letters.translate(_STANDARD)
-    decoded = (base64.b64decode(letters[start:][: (len(letters) - start) // 4 * 4]) for start in range(4))
-    return secrets.search(b"\n".join(decoded)) is not None
+    decoded = _decoded(letters.translate(_STANDARD))
+    if secrets.search(decoded) is not None:
+        return True
+    inner = decoded.decode("ascii", errors="replace")
+    return depth > 1 and any(_is_secret(m.group(), secrets, depth - 1) for m in BASE64_RUN.finditer(inner))
 
 
 def private_keys(text: str, known: Iterable[str] = ()) -> str:

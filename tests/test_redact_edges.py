@@ -265,3 +265,59 @@ def test_a_name_at_the_start_of_a_text_ending_in_a_backslash_is_read_whole(text,
     makes one)."""
     assert scrub(text) == expected
     assert redact_text(text) == expected
+
+
+# Registry credentials, tokens in base64, escaped separators
+
+
+def test_a_registry_credentials_files_entries():
+    """A docker config's ``auth`` (base64 of user:password, no shape a token has) and its token fields, as JSON and
+    as the Secret's base64 of that JSON; ``auths``' host map and an ``auth`` word of prose stay."""
+    config = '{"auths": {"us-docker.pkg.dev": {"auth": "b2F1dGgyYWNjZXNzdG9rZW46c2VjcmV0", "identitytoken": "t0k3n!"}}}'
+    assert scrub(config) == ('{"auths": {"us-docker.pkg.dev": {"auth": "[redacted]", "identitytoken": "[redacted]"}}}')
+    assert scrub('{"registrytoken": "abc123xyz"}') == '{"registrytoken": "[redacted]"}'
+    assert scrub(f"dockerconfigjson: {base64.b64encode(config.encode()).decode()}") == "dockerconfigjson: [redacted]"
+    assert scrub("oauth: enabled; auth: true") == "oauth: enabled; auth: true"
+
+
+TOKEN = "hf_" + "Ab1" * 10
+"""A token of the Hugging Face shape at its shortest (30 letters and digits), never ``remember``ed: found by its shape
+alone, so a byte lost from the end of its encoding would lose it."""
+
+
+@pytest.mark.parametrize("prefix", ["", "x", "xy"], ids=["aligned", "one-byte-before", "two-bytes-before"])
+@pytest.mark.parametrize("suffix", ["", "!", "!?"], ids=["ends-the-text", "one-byte-after", "two-bytes-after"])
+def test_a_token_shape_in_base64_at_any_alignment_and_in_a_last_partial_group(prefix, suffix):
+    encoded = base64.b64encode(f"{prefix}{TOKEN}{suffix}".encode()).decode()
+    assert scrub(f"data: {encoded}") == "data: [redacted]"
+    assert scrub(f"data: {encoded.rstrip('=')}") == "data: [redacted]", "unpadded: the last group is partial"
+
+
+def test_a_token_shape_in_base64_nested_to_three_encodings_and_not_past_them():
+    once = base64.b64encode(f"token: {TOKEN}".encode())
+    thrice = base64.b64encode(base64.b64encode(once)).decode()
+    assert scrub(f"v={thrice}") == "v=[redacted]"
+    four = base64.b64encode(thrice.encode()).decode()
+    assert scrub(f"v={four}") == f"v={four}"[:200], "a fourth encoding is past NESTING"
+
+
+def test_a_base64_text_of_ordinary_words_prints_unchanged():
+    plain = base64.b64encode(b"the model card of a run, its reward curve and its answers").decode()
+    assert scrub(plain) == plain
+
+
+@pytest.mark.parametrize(
+    ("separator", "kept"),
+    [("\\u0026", "\\u0026"), ("&amp;", "&amp;"), ("&", "&")],
+    ids=["json-escaped", "html-escaped", "plain"],
+)
+def test_a_signed_urls_signature_after_an_escaped_separator(separator, kept):
+    url = (
+        "https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+        f"{separator}X-Goog-Credential=sa%40p.iam.gserviceaccount.com%2F20261207"
+        f"{separator}X-Goog-Signature=0a1b2c3d4e5f{separator}X-Goog-Date=20261207T000000Z"
+    )
+    assert scrub(f'{{"url": "{url}"}}') == (
+        '{"url": "https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256'
+        f'{kept}X-Goog-Credential=[redacted]{kept}X-Goog-Signature=[redacted]{kept}X-Goog-Date=20261207T000000Z"}}'
+    )
