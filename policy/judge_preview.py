@@ -56,7 +56,7 @@ import re
 import struct
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,16 +147,13 @@ class Secret:
 
 @dataclass(frozen=True)
 class Finding:
-    """One diagnostic of the pack, as the engine shows it."""
+    """One diagnostic of the pack, as the engine reports it (``findings``): the policy's own words, without the
+    description pulumi-policy puts before them."""
 
     policy: str
     level: str
-    """advisory, mandatory (a remediate one too: the engine reports it as mandatory) or disabled."""
     message: str
-    """The policy's own words (pulumi-policy prefixes its description and a newline; that prefix is removed)."""
     urn: str
-    """The resource the engine reports it on: the analysed one for ``Analyze``; for ``AnalyzeStack`` the one the
-    policy names, or none (the stack)."""
     unjudged: bool = False
     """pulumi-policy's "can't run policy ... during preview": the policy read a value not known yet."""
 
@@ -254,8 +251,7 @@ def _struct(
 
 def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
     """A resource's properties as the program registered them, as ``analyzer_plugin.go`` ``Analyze`` sends them
-    (``MarshalProperties`` with KeepUnknowns, KeepSecrets, SkipInternalKeys); raises ``TypeError`` on a value the
-    engine never holds."""
+    (``MarshalProperties``: KeepUnknowns, KeepSecrets, SkipInternalKeys); ``TypeError`` on a value no engine holds."""
     errors: list[str] = []
     out = _struct(props, "", errors, False, top=True)
     if errors:
@@ -446,28 +442,28 @@ def wire(message: Any) -> Any:
 
 
 def options(protect: bool, parent: str, delete_before_replace: bool | None = None) -> Any:
-    """A resource's options as ``analyzer_plugin.go`` ``marshalResourceOptions`` sends them: ``deleteBeforeReplace``
-    defined only when the program set it, ``customTimeouts`` always present (the digest holds neither option)."""
+    """``analyzer_plugin.go`` ``marshalResourceOptions``: ``deleteBeforeReplace`` defined only when the program set it
+    (the digest holds it not), ``customTimeouts`` always present."""
+    timeouts, dbr = analyzer_pb2.AnalyzerResourceOptions.CustomTimeouts(), delete_before_replace
     return analyzer_pb2.AnalyzerResourceOptions(
-        protect=protect,
-        deleteBeforeReplace=bool(delete_before_replace),
-        deleteBeforeReplaceDefined=delete_before_replace is not None,
-        customTimeouts=analyzer_pb2.AnalyzerResourceOptions.CustomTimeouts(),
-        parent=parent,
-    )
+        protect=protect, deleteBeforeReplace=bool(dbr), deleteBeforeReplaceDefined=dbr is not None,
+        customTimeouts=timeouts, parent=parent,
+    )  # fmt: skip
 
 
-def findings(response: Any, descriptions: Mapping[str, str], urn: str = "") -> list[Finding]:
-    """The diagnostics of a response as the engine reports them: a remediate one mandatory, and all of an
-    ``Analyze`` on the analysed resource's ``urn`` (``analyze_snapshot.go`` ``analyzeResource``:
-    ``OnPolicyViolation(r.URN, d)``); an ``AnalyzeStack``'s (``urn`` empty) on the URN the policy gives, or the
-    stack's."""
+def findings(
+    response: Any, descriptions: Mapping[str, str], urn: str = "", stack: Set[str] = frozenset()
+) -> list[Finding]:
+    """The diagnostics of a response as the engine reports them: a remediate one mandatory, each of an ``Analyze`` on
+    the analysed resource's ``urn`` (``analyze_snapshot.go`` ``analyzeResource``: ``OnPolicyViolation(r.URN, d)``),
+    each of an ``AnalyzeStack`` on the URN the policy gives if it is one of the ``stack``'s resources, else on the
+    stack, here no URN (``step_generator.go`` ``AnalyzeResources``, ``resolveStackPolicyViolationURN``)."""
     response = analyzer_pb2.AnalyzeResponse.FromString(response.SerializeToString())
     found = []
     for d in response.diagnostics:
         message = d.message.removeprefix(descriptions.get(d.policyName, "") + "\n")
         level, unjudged = LEVELS[d.enforcementLevel], d.message.startswith(CANT_RUN)
-        found.append(Finding(d.policyName, level, message, urn or d.urn, unjudged))
+        found.append(Finding(d.policyName, level, message, urn or (d.urn if d.urn in stack else ""), unjudged))
     return found
 
 
@@ -518,7 +514,7 @@ def judge(digest: Any, stack: str, config: Any, policies: Sequence[Any] | None =
     for r in resources:
         entry = stack_request.resources.add(type=r.type, properties=r.outputs, urn=r.urn, name=r.name, parent=r.parent)
         entry.options.CopyFrom(options(r.protect, r.parent))
-    found += findings(analyzer.AnalyzeStack(wire(stack_request), None), descriptions)
+    found += findings(analyzer.AnalyzeStack(wire(stack_request), None), descriptions, stack={r.urn for r in resources})
     return Verdict(stack, resources, steps, found)
 
 

@@ -1,20 +1,14 @@
 """The policy pack as the engine runs it: pulumi-policy's own analyzer (the gRPC servicer ``pulumi policy`` starts,
 ``pulumi_policy.policy._PolicyAnalyzerServicer``, as ``policy/__main__.py`` builds it) fed the protobuf requests the
-engine sends, configured from a policy config file as the engine reads it.
+engine sends, configured from a policy config file as the engine reads it. The requests and the findings are the PR
+preview judge's (``policy/judge_preview.py``: ``properties``, ``options``, ``reconciled``, ``configure_request``,
+``findings``, each citing the engine's code), made here from what the program registered (a ``Secret`` with its
+value, an SDK ``Unknown``) rather than from a preview's digest, and remembered across the tests.
 
-What the engine sends (pulumi/pulumi HEAD 1b59498, unchanged since v3.259.0):
-
-- ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``analyzer.Analyze`` / ``AnalyzeStack``: the properties as
-  ``MarshalProperties(props, {KeepUnknowns, KeepSecrets, SkipInternalKeys})``; ``rpc.go`` ``MarshalPropertyValue``:
-  every number a double (``structpb.Value_NumberValue``), a secret ``{SIG_KEY: SECRET_SIG, "value": v}``, an unknown
-  the sentinel string of its type (``marshalUnknownProperty``; the Python SDK's unknowns are strings);
-  ``analyzer.ConfigureStack`` sends ``dry_run`` (since pulumi 3.19x, #20565);
-- ``pkg/resource/analyzer/config.go`` ``parsePolicyPackConfig`` and ``ReconcilePolicyPackConfig``: every policy's
-  config is its schema's defaults, then ``all``'s level, then its own entry, validated against its schema
-  (``validatePolicyConfig``), and ``analyzer.Configure`` sends each as ``structpb.NewStruct`` (numbers doubles);
-- ``pkg/resource/deploy/step_generator.go``: ``analyzeAll`` runs ``Analyze`` on a resource's checked inputs before
-  its step, in a preview as in an update; ``AnalyzeResources`` runs ``AnalyzeStack`` on every resource's *outputs*
-  (``v.Outputs``), and ``deployment_executor.go`` calls it only after every step succeeded.
+When the engine sends them (pulumi/pulumi HEAD 1b59498, unchanged since v3.259.0): ``analyzer.ConfigureStack`` with
+``dry_run`` (since pulumi 3.19x, #20565), then ``pkg/resource/deploy/step_generator.go`` ``analyzeAll``: ``Analyze``
+on a resource's checked inputs before its step, in a preview as in an update; ``AnalyzeResources``: ``AnalyzeStack``
+on every resource's *outputs* (``v.Outputs``), which ``deployment_executor.go`` calls only after every step succeeded.
 
 What the pack does with it (pulumi-policy v1.21.0, the lock's): ``_PolicyAnalyzerServicer.Analyze`` /
 ``AnalyzeStack`` turn each Struct into a dict with ``json_format.MessageToDict`` (every number a float: ``1.0``),
@@ -403,16 +397,22 @@ class Pack:
         if found is None:
             request = analyzer_pb2.AnalyzeStackRequest.FromString(b"".join(_stack_entry(entry) for entry in entries))
             sent = [(r.properties, entry[4]) for r, entry in zip(request.resources, entries, strict=True)]
-            found = self._answer(key, "AnalyzeStack", request, sent)
+            found = self._answer(key, "AnalyzeStack", request, sent, stack={entry[1] for entry in entries})
         return list(found)
 
     def _answer(
-        self, key: tuple[Any, ...], method: str, request: Any, sent: list[tuple[Any, bytes]], urn: str = ""
+        self,
+        key: tuple[Any, ...],
+        method: str,
+        request: Any,
+        sent: list[tuple[Any, bytes]],
+        urn: str = "",
+        stack: frozenset[str] | set[str] = frozenset(),
     ) -> tuple[Finding, ...]:
         """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
-        sends; ``findings``, on ``urn`` for an ``Analyze``), the request's conversions remembered
-        (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they were parsed from:
-        ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
+        sends; ``findings``: on ``urn`` for an ``Analyze``, among the ``stack``'s URNs for an ``AnalyzeStack``), the
+        request's conversions remembered (``conversions_remembered``; each resource's properties known by the bytes
+        ``sent`` they were parsed from: ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
         properties and options: ``key``) and what configured the pack (the policies, the levels and config, the
         stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans
         is analysed once per configuration, and a request answered before is not even built. The pack's policies are
@@ -424,7 +424,7 @@ class Pack:
                 answer = getattr(self.servicer, method)(request, None)
         finally:
             _KNOWN.clear()
-        found = tuple(findings(answer, self._descriptions, urn))
+        found = tuple(findings(answer, self._descriptions, urn, stack))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
         _ANSWERS[key] = found
