@@ -409,15 +409,15 @@ class Pack:
         urn: str = "",
         stack: frozenset[str] | set[str] = frozenset(),
     ) -> tuple[Finding, ...]:
-        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
-        sends; ``findings``: on ``urn`` for an ``Analyze``, among the ``stack``'s URNs for an ``AnalyzeStack``), the
-        request's conversions remembered (``conversions_remembered``; each resource's properties known by the bytes
-        ``sent`` they were parsed from: ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
-        properties and options: ``key``) and what configured the pack (the policies, the levels and config, the
-        stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans
-        is analysed once per configuration, and a request answered before is not even built. The pack's policies are
-        functions of the request and their configuration alone; a test that patches the pack's code builds its own
-        policies (another key)."""
+        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine sends;
+        ``findings``: on ``urn`` for an ``Analyze``, among the ``stack``'s URNs for an ``AnalyzeStack``), the request's
+        conversions remembered (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they
+        were parsed from: ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN,
+        name, marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
+        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
+        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
+        policies are functions of the request and their configuration alone; a test that patches the pack's code builds
+        its own policies (another key)."""
         _KNOWN.update((id(message), (message, props)) for message, props in sent)
         try:
             with conversions_remembered():
