@@ -56,7 +56,7 @@ import re
 import struct
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from typing import Any
 import yaml
 from google.protobuf import message as protobuf_message
 from google.protobuf import struct_pb2
+from pulumi.output import Unknown
 from pulumi.runtime.proto import analyzer_pb2
 
 from core.errors import BAD_INPUT, BadInputError
@@ -137,7 +138,18 @@ class Resource:
 
 
 @dataclass(frozen=True)
+class Secret:
+    """A value the program made secret (``pulumi.Output.secret``): the engine sends it sig-wrapped, its value with it
+    (KeepSecrets); the digest's ``[secret]`` is one whose value is unknown."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
 class Finding:
+    """One diagnostic of the pack, as the engine reports it (``findings``): the policy's own words, without the
+    description pulumi-policy puts before them."""
+
     policy: str
     level: str
     message: str
@@ -174,51 +186,51 @@ class Verdict:
 # The digest, read as data
 
 
-def _value(value: Any, path: str, errors: list[str]) -> struct_pb2.Value:
-    """A digest value as ``MarshalPropertyValue`` sends it to the pack."""
+def _value(value: Any, path: str, errors: list[str], digest: bool) -> struct_pb2.Value:
+    """A property value as ``rpc.go`` ``MarshalPropertyValue`` (KeepUnknowns, KeepSecrets) sends it to the pack: every
+    number a double, a secret ``{SIG_KEY: SECRET_SIG, "value": v}``, an unknown the sentinel string. ``digest``: a
+    value of the preview digest, where ``[secret]`` is a secret of unknown value and an object with ``SIG_KEY`` a
+    typed value (``_signed``); otherwise a value as the program registered it (a ``Secret``, an SDK ``Unknown``)."""
     out = struct_pb2.Value()
     if isinstance(value, str):
-        if value == SECRET:
-            out.struct_value.CopyFrom(_secret_of_unknown())
-        else:
-            out.string_value = value  # the unknown placeholder is the engine's unknown sentinel as it is
+        if digest and value == SECRET:
+            return _value(Secret(UNKNOWN), path, errors, False)
+        out.string_value = value  # the unknown placeholder is the engine's unknown sentinel as it is
+    elif isinstance(value, Secret):
+        out.struct_value.fields[SIG_KEY].string_value = SECRET_SIG
+        out.struct_value.fields["value"].CopyFrom(_value(value.value, path, errors, digest))
+    elif isinstance(value, Unknown):
+        out.string_value = UNKNOWN
     elif value is None:
         out.null_value = struct_pb2.NULL_VALUE
     elif isinstance(value, bool):
         out.bool_value = value
     elif isinstance(value, (int, float)):
         out.number_value = float(value)
-    elif isinstance(value, list):
-        out.list_value.values.extend(_value(v, f"{path}[{i}]", errors) for i, v in enumerate(value))
-    elif isinstance(value, dict):
-        if SIG_KEY in value:
+    elif isinstance(value, Mapping):
+        if digest and SIG_KEY in value:
             return _signed(value, path, errors)
-        out.struct_value.CopyFrom(_struct(value, path, errors))
+        out.struct_value.CopyFrom(_struct(value, path, errors, digest))
+    elif isinstance(value, Sequence):
+        out.list_value.values.extend(_value(v, f"{path}[{i}]", errors, digest) for i, v in enumerate(value))
     else:
-        errors.append(f"{path}: {type(value).__name__} is not a JSON value")
+        errors.append(f"{path}: the engine sends no {type(value).__name__}")
     return out
 
 
-def _secret_of_unknown() -> struct_pb2.Struct:
-    secret = struct_pb2.Struct()
-    secret.fields[SIG_KEY].string_value = SECRET_SIG
-    secret.fields["value"].string_value = UNKNOWN
-    return secret
-
-
-def _signed(value: dict[str, Any], path: str, errors: list[str]) -> struct_pb2.Value:
+def _signed(value: Mapping[str, Any], path: str, errors: list[str]) -> struct_pb2.Value:
     """A typed value of ``SerializePropertyValue`` as the engine sends it: a secret (its value unknown: the digest
     holds none), a resource reference (its ID, unknown without one: ``rpc.go`` without KeepResources), an asset or
     archive (its own signed object), a NaN or an infinity (a double)."""
     out = struct_pb2.Value()
     sig = value[SIG_KEY]
     if sig == SECRET_SIG:
-        out.struct_value.CopyFrom(_secret_of_unknown())
-    elif sig == RESOURCE_REFERENCE_SIG:
+        return _value(Secret(UNKNOWN), path, errors, False)
+    if sig == RESOURCE_REFERENCE_SIG:
         ref_id = value.get("id")
         out.string_value = ref_id if isinstance(ref_id, str) and ref_id else UNKNOWN
     elif sig in (ASSET_SIG, ARCHIVE_SIG):
-        out.struct_value.CopyFrom(_struct(value, path, errors))
+        out.struct_value.CopyFrom(_struct(value, path, errors, True))
     elif sig == FLOAT_SIG and isinstance(value.get("value"), str) and re.fullmatch(r"[0-9a-f]{16}", value["value"]):
         out.number_value = struct.unpack(">d", bytes.fromhex(value["value"]))[0]
     else:
@@ -226,12 +238,24 @@ def _signed(value: dict[str, Any], path: str, errors: list[str]) -> struct_pb2.V
     return out
 
 
-def _struct(props: Mapping[str, Any], path: str, errors: list[str], *, top: bool = False) -> struct_pb2.Struct:
+def _struct(
+    props: Mapping[str, Any], path: str, errors: list[str], digest: bool, *, top: bool = False
+) -> struct_pb2.Struct:
     out = struct_pb2.Struct()
     for key, value in props.items():
-        if top and key.startswith("__"):
+        if top and str(key).startswith("__"):
             continue  # SkipInternalKeys: the top level only
-        out.fields[key].CopyFrom(_value(value, f"{path}.{key}", errors))
+        out.fields[str(key)].CopyFrom(_value(value, f"{path}.{key}", errors, digest))
+    return out
+
+
+def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
+    """A resource's properties as the program registered them, as ``analyzer_plugin.go`` ``Analyze`` sends them
+    (``MarshalProperties``: KeepUnknowns, KeepSecrets, SkipInternalKeys); ``TypeError`` on a value no engine holds."""
+    errors: list[str] = []
+    out = _struct(props, "", errors, False, top=True)
+    if errors:
+        raise TypeError("; ".join(errors))
     return out
 
 
@@ -294,8 +318,10 @@ def read_digest(digest: Any, stack: str) -> tuple[list[Resource], list[tuple[str
             errors.append(f"{where}: newState is not the state of {parts[1]} (its urn or type)")
             continue
         count = len(errors)
-        inputs = _struct(new.get("inputs", {}), f"{where}.inputs", errors, top=True)
-        outputs = _struct(old.get("outputs" if op == "same" else "inputs", {}), f"{where}.outputs", errors, top=True)
+        inputs = _struct(new.get("inputs", {}), f"{where}.inputs", errors, True, top=True)
+        outputs = _struct(
+            old.get("outputs" if op == "same" else "inputs", {}), f"{where}.outputs", errors, True, top=True
+        )
         if len(errors) > count:
             continue
         parent = new.get("parent", "")
@@ -394,8 +420,9 @@ def reconciled(policies: Sequence[Any], config: Any) -> dict[str, tuple[str, dic
     return result
 
 
-def _configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Any:
-    """``analyzer.Configure``'s request: each policy's level, its properties as ``structpb.NewStruct`` makes them."""
+def configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> Any:
+    """``analyzer.Configure``'s request: each policy's level, its properties as ``structpb.NewStruct`` makes them
+    (present even when empty, as the engine sends them)."""
     request = analyzer_pb2.ConfigureAnalyzerRequest()
     for name, (level, props) in levels.items():
         entry = request.policyConfig[name]
@@ -409,24 +436,34 @@ def _configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> A
 # The judgement
 
 
-def _wire(message: Any) -> Any:
+def wire(message: Any) -> Any:
     """A request as it crosses the wire (serialised and parsed again)."""
     return type(message).FromString(message.SerializeToString())
 
 
-def _options(resource: Resource) -> Any:
-    return analyzer_pb2.AnalyzerResourceOptions(protect=resource.protect, parent=resource.parent)
+def options(protect: bool, parent: str, delete_before_replace: bool | None = None) -> Any:
+    """``analyzer_plugin.go`` ``marshalResourceOptions``: ``deleteBeforeReplace`` defined only when the program set it
+    (the digest holds it not), ``customTimeouts`` always present."""
+    timeouts, dbr = analyzer_pb2.AnalyzerResourceOptions.CustomTimeouts(), delete_before_replace
+    return analyzer_pb2.AnalyzerResourceOptions(
+        protect=protect, deleteBeforeReplace=bool(dbr), deleteBeforeReplaceDefined=dbr is not None,
+        customTimeouts=timeouts, parent=parent,
+    )  # fmt: skip
 
 
-def _findings(response: Any, descriptions: Mapping[str, str], urn: str = "") -> list[Finding]:
-    """The diagnostics of a response; one without a URN is the analysed resource's (``analyzeResource`` reports it
-    on ``r.URN``), or the stack's."""
+def findings(
+    response: Any, descriptions: Mapping[str, str], urn: str = "", stack: Set[str] = frozenset()
+) -> list[Finding]:
+    """The diagnostics of a response as the engine reports them: a remediate one mandatory, each of an ``Analyze`` on
+    the analysed resource's ``urn`` (``analyze_snapshot.go`` ``analyzeResource``: ``OnPolicyViolation(r.URN, d)``),
+    each of an ``AnalyzeStack`` on the URN the policy gives if it is one of the ``stack``'s resources, else on the
+    stack, here no URN (``step_generator.go`` ``AnalyzeResources``, ``resolveStackPolicyViolationURN``)."""
     response = analyzer_pb2.AnalyzeResponse.FromString(response.SerializeToString())
     found = []
     for d in response.diagnostics:
         message = d.message.removeprefix(descriptions.get(d.policyName, "") + "\n")
         level, unjudged = LEVELS[d.enforcementLevel], d.message.startswith(CANT_RUN)
-        found.append(Finding(d.policyName, level, message, d.urn or urn, unjudged))
+        found.append(Finding(d.policyName, level, message, urn or (d.urn if d.urn in stack else ""), unjudged))
     return found
 
 
@@ -465,19 +502,19 @@ def judge(digest: Any, stack: str, config: Any, policies: Sequence[Any] | None =
     configure = analyzer_pb2.AnalyzerStackConfigureRequest(
         stack=stack, project=PROJECT, dry_run=True, config=settings, config_secret_keys=secret
     )
-    analyzer.ConfigureStack(_wire(configure), None)
-    analyzer.Configure(_wire(_configure_request(levels)), None)
+    analyzer.ConfigureStack(wire(configure), None)
+    analyzer.Configure(wire(configure_request(levels)), None)
     descriptions = {p.name: p.description for p in policies}
     found: list[Finding] = []
     for r in resources:
         request = analyzer_pb2.AnalyzeRequest(type=r.type, properties=r.inputs, urn=r.urn, name=r.name)
-        request.options.CopyFrom(_options(r))
-        found += _findings(analyzer.Analyze(_wire(request), None), descriptions, r.urn)
+        request.options.CopyFrom(options(r.protect, r.parent))
+        found += findings(analyzer.Analyze(wire(request), None), descriptions, r.urn)
     stack_request = analyzer_pb2.AnalyzeStackRequest()
     for r in resources:
         entry = stack_request.resources.add(type=r.type, properties=r.outputs, urn=r.urn, name=r.name, parent=r.parent)
-        entry.options.CopyFrom(_options(r))
-    found += _findings(analyzer.AnalyzeStack(_wire(stack_request), None), descriptions)
+        entry.options.CopyFrom(options(r.protect, r.parent))
+    found += findings(analyzer.AnalyzeStack(wire(stack_request), None), descriptions, stack={r.urn for r in resources})
     return Verdict(stack, resources, steps, found)
 
 

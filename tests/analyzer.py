@@ -1,20 +1,14 @@
 """The policy pack as the engine runs it: pulumi-policy's own analyzer (the gRPC servicer ``pulumi policy`` starts,
 ``pulumi_policy.policy._PolicyAnalyzerServicer``, as ``policy/__main__.py`` builds it) fed the protobuf requests the
-engine sends, configured from a policy config file as the engine reads it.
+engine sends, configured from a policy config file as the engine reads it. The requests and the findings are the PR
+preview judge's (``policy/judge_preview.py``: ``properties``, ``options``, ``reconciled``, ``configure_request``,
+``findings``, each citing the engine's code), made here from what the program registered (a ``Secret`` with its
+value, an SDK ``Unknown``) rather than from a preview's digest, and remembered across the tests.
 
-What the engine sends (pulumi/pulumi HEAD 1b59498, unchanged since v3.259.0):
-
-- ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``analyzer.Analyze`` / ``AnalyzeStack``: the properties as
-  ``MarshalProperties(props, {KeepUnknowns, KeepSecrets, SkipInternalKeys})``; ``rpc.go`` ``MarshalPropertyValue``:
-  every number a double (``structpb.Value_NumberValue``), a secret ``{SIG_KEY: SECRET_SIG, "value": v}``, an unknown
-  the sentinel string of its type (``marshalUnknownProperty``; the Python SDK's unknowns are strings);
-  ``analyzer.ConfigureStack`` sends ``dry_run`` (since pulumi 3.19x, #20565);
-- ``pkg/resource/analyzer/config.go`` ``parsePolicyPackConfig`` and ``ReconcilePolicyPackConfig``: every policy's
-  config is its schema's defaults, then ``all``'s level, then its own entry, validated against its schema
-  (``validatePolicyConfig``), and ``analyzer.Configure`` sends each as ``structpb.NewStruct`` (numbers doubles);
-- ``pkg/resource/deploy/step_generator.go``: ``analyzeAll`` runs ``Analyze`` on a resource's checked inputs before
-  its step, in a preview as in an update; ``AnalyzeResources`` runs ``AnalyzeStack`` on every resource's *outputs*
-  (``v.Outputs``), and ``deployment_executor.go`` calls it only after every step succeeded.
+When the engine sends them (pulumi/pulumi HEAD 1b59498, unchanged since v3.259.0): ``analyzer.ConfigureStack`` with
+``dry_run`` (since pulumi 3.19x, #20565), then ``pkg/resource/deploy/step_generator.go`` ``analyzeAll``: ``Analyze``
+on a resource's checked inputs before its step, in a preview as in an update; ``AnalyzeResources``: ``AnalyzeStack``
+on every resource's *outputs* (``v.Outputs``), which ``deployment_executor.go`` calls only after every step succeeded.
 
 What the pack does with it (pulumi-policy v1.21.0, the lock's): ``_PolicyAnalyzerServicer.Analyze`` /
 ``AnalyzeStack`` turn each Struct into a dict with ``json_format.MessageToDict`` (every number a float: ``1.0``),
@@ -38,81 +32,22 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import pulumi_policy.policy
 from google.protobuf import json_format, struct_pb2
-from pulumi.output import Unknown
 from pulumi.runtime.proto import analyzer_pb2
-from pulumi_policy import EnforcementLevel, Policy
+from pulumi_policy import Policy
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from policy.judge_preview import Finding, Secret, configure_request, findings, options, properties, reconciled, wire
 from tests.fake_kube import with_state
 from tests.frozen import caching, freeze
 from tests.k8s_validation import jobset_defaults
 from tests.pure_plan import remembering
-from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
+from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, Plan
 from tools.stack_files import ROOT
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
-LEVELS = {
-    analyzer_pb2.ADVISORY: "advisory",
-    analyzer_pb2.MANDATORY: "mandatory",
-    analyzer_pb2.REMEDIATE: "remediate",
-    analyzer_pb2.DISABLED: "disabled",
-}
-WIRE_LEVELS = {name: value for value, name in LEVELS.items()}
-CANT_RUN = "can't run policy '"
-"""How pulumi-policy words the advisory diagnostic of a policy that raised ``UnknownValueError``."""
-
-
-class Secret:
-    """A value the program made secret (``pulumi.Output.secret``): the engine sends it sig-wrapped."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"Secret({self.value!r})"
-
-
-def encode(value: Any) -> struct_pb2.Value:
-    """One property value as ``MarshalPropertyValue`` marshals it with KeepUnknowns and KeepSecrets."""
-    out = struct_pb2.Value()
-    if isinstance(value, Unknown):
-        out.string_value = UNKNOWN
-    elif isinstance(value, Secret):
-        out.struct_value.CopyFrom(_struct({SECRET_SIG_KEY: SECRET_SIG, "value": value.value}))
-    elif value is None:
-        out.null_value = struct_pb2.NULL_VALUE
-    elif isinstance(value, bool):
-        out.bool_value = value
-    elif isinstance(value, (int, float)):
-        out.number_value = float(value)
-    elif isinstance(value, str):
-        out.string_value = value
-    elif isinstance(value, Mapping):
-        out.struct_value.CopyFrom(_struct(value))
-    elif isinstance(value, Sequence):
-        out.list_value.values.extend(encode(v) for v in value)
-    else:
-        raise TypeError(f"the engine sends no {type(value).__name__}")
-    return out
-
-
-def _struct(props: Mapping[str, Any], top: bool = False) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    for key, value in props.items():
-        if top and str(key).startswith("__"):
-            continue  # SkipInternalKeys: only at the top level
-        out.fields[str(key)].CopyFrom(encode(value))
-    return out
-
-
-def properties(props: Mapping[str, Any]) -> struct_pb2.Struct:
-    """A resource's properties as ``MarshalProperties(KeepUnknowns, KeepSecrets, SkipInternalKeys)`` sends them."""
-    return _struct(props, top=True)
-
 
 _FROZEN: dict[int, list[Any]] = {}
 """Values no test changes, by identity: [the value (held, so that no other object takes its id), its pickle once
@@ -173,7 +108,7 @@ _MARSHALLED: dict[bytes, bytes] = {}
 
 
 def marshalled(props: Mapping[str, Any]) -> bytes:
-    """``properties(props)``, serialised; remembered by the value's pickle (which tells apart every value ``encode``
+    """``properties(props)``, serialised; remembered by the value's pickle (which tells apart every value ``properties``
     marshals differently: ``True``, ``1`` and ``1.0``, ``'1'``, by type and content; a ``Secret`` by its value; every
     ``Unknown`` pickles, and marshals, the same), so a resource the tests judge in many plans is marshalled once. A
     pickle is some ten times cheaper than a ``repr`` of the same properties; a value that cannot be pickled is
@@ -311,51 +246,6 @@ def _config_text(stack: str) -> str:
     return (ROOT / "policy" / "config" / f"{stack}.json").read_text()
 
 
-def reconciled(policies: Sequence[Policy], config: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``ReconcilePolicyPackConfig``: each policy's level and properties (its schema's defaults, then ``all``, then its
-    entry), validated against its schema; raises ``ValueError`` with the engine's complaint otherwise."""
-    result: dict[str, tuple[str, dict[str, Any]]] = {}
-    for policy in policies:
-        schema = policy.config_schema
-        defaults = {k: v["default"] for k, v in (schema.properties if schema else {}).items() if "default" in v}
-        result[policy.name] = ((policy.enforcement_level or EnforcementLevel.ADVISORY).value, defaults)
-    entries = dict(config)
-    all_level = entries.pop("all", None)
-    if isinstance(all_level, str):
-        result = {name: (all_level, props) for name, (_, props) in result.items()}
-    for name, entry in entries.items():
-        level, props = result.get(name, ("", {}))
-        if isinstance(entry, str):
-            level = entry
-        else:
-            entry = dict(entry)
-            level = entry.pop("enforcementLevel", level)
-            props = {**props, **entry}
-        result[name] = (level, props)
-    for policy in policies:
-        schema = policy.config_schema
-        if schema is None:
-            continue
-        document = {"type": "object", "properties": schema.properties}
-        if schema.required:
-            document["required"] = schema.required
-        errors = [e.message for e in jsonschema.Draft7Validator(document).iter_errors(result[policy.name][1])]
-        if errors:
-            raise ValueError(f"{policy.name}: {'; '.join(errors)}")
-    return result
-
-
-def configure_request(levels: Mapping[str, tuple[str, Mapping[str, Any]]]) -> analyzer_pb2.ConfigureAnalyzerRequest:
-    """``analyzer.Configure``'s request: each policy's level and its properties as ``structpb.NewStruct`` makes them."""
-    request = analyzer_pb2.ConfigureAnalyzerRequest()
-    for name, (level, props) in levels.items():
-        entry = request.policyConfig[name]
-        entry.enforcementLevel = WIRE_LEVELS[level]
-        entry.properties.CopyFrom(struct_pb2.Struct())  # present even when empty, as the engine sends it
-        entry.properties.update(json.loads(json.dumps(props)))
-    return request
-
-
 def _read_stack_file_config(stack: str) -> dict[str, Any]:
     import yaml
 
@@ -391,20 +281,6 @@ def engine_config(stack: str, *overrides: str) -> dict[str, str]:
 # The pack
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One diagnostic of the pack, as the engine shows it."""
-
-    policy: str
-    level: str
-    """advisory, mandatory (or remediate, disabled)."""
-    message: str
-    """The policy's own words (pulumi-policy prefixes its description and a newline; that prefix is removed)."""
-    urn: str
-    unjudged: bool = False
-    """pulumi-policy's "can't run policy ... during preview": the policy raised ``UnknownValueError``."""
-
-
 @dataclass(slots=True)
 class Resource:
     """What the engine holds of a resource: its type, name, URN, the properties it analyses and its options. (Not
@@ -416,7 +292,8 @@ class Resource:
     urn: str
     props: dict[str, Any]
     protect: bool = False
-    delete_before_replace: bool = False
+    delete_before_replace: bool | None = None
+    """None: the program did not set it."""
     parent: str = ""
 
 
@@ -445,7 +322,8 @@ def _configuration(
     """The requests that configure a pack, made once per configuration (and mutant of a mutation run): the policies
     (held with it, so that no other object takes one's id), the policy config (by its pickle, which tells ``1`` from
     ``1.0`` and a list from a tuple, as the schema check does), the stack and its configuration. A config the schema
-    does not take raises each time (``reconciled``)."""
+    does not take raises each time (``reconciled``). The config of a policy not among ``policies`` is left out:
+    pulumi-policy's ``Configure`` keeps it and no policy reads it."""
     try:
         key: tuple[Any, ...] | None = (
             os.environ.get("MUTANT_UNDER_TEST", ""),
@@ -457,7 +335,8 @@ def _configuration(
     found = _SETUPS.get(key) if key is not None and remembering() else None
     if found is not None:
         return found[1]
-    levels = reconciled(policies, config)  # the engine refuses a config its schema does not take
+    names = {p.name for p in policies} | {"all"}
+    levels = reconciled(policies, {k: v for k, v in config.items() if k in names})
     request = analyzer_pb2.AnalyzerStackConfigureRequest(
         stack=stack,
         project="tpu-rl",
@@ -506,9 +385,9 @@ class Pack:
         if found is None:
             request = analyzer_pb2.AnalyzeRequest(type=resource.type, urn=resource.urn, name=resource.name)
             request.properties.MergeFromString(props)
-            request.options.CopyFrom(_options(resource))
-            request = _wire(request)
-            found = self._answer(key, "Analyze", request, [(request.properties, props)])
+            request.options.CopyFrom(options(*_option_values(resource)))
+            request = wire(request)
+            found = self._answer(key, "Analyze", request, [(request.properties, props)], resource.urn)
         return list(found)
 
     def analyze_stack(self, resources: Iterable[Resource]) -> list[Finding]:
@@ -516,44 +395,39 @@ class Pack:
         key = (self._setup, "AnalyzeStack", entries)
         found = _ANSWERS.get(key) if remembering() else None
         if found is None:
-            wire = b"".join(_stack_entry(entry) for entry in entries)
-            request = analyzer_pb2.AnalyzeStackRequest.FromString(wire)
+            request = analyzer_pb2.AnalyzeStackRequest.FromString(b"".join(_stack_entry(entry) for entry in entries))
             sent = [(r.properties, entry[4]) for r, entry in zip(request.resources, entries, strict=True)]
-            found = self._answer(key, "AnalyzeStack", request, sent)
+            found = self._answer(key, "AnalyzeStack", request, sent, stack={entry[1] for entry in entries})
         return list(found)
 
     def _answer(
-        self, key: tuple[Any, ...], method: str, request: Any, sent: list[tuple[Any, bytes]]
+        self,
+        key: tuple[Any, ...],
+        method: str,
+        request: Any,
+        sent: list[tuple[Any, bytes]],
+        urn: str = "",
+        stack: frozenset[str] | set[str] = frozenset(),
     ) -> tuple[Finding, ...]:
-        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine
-        sends), the response serialised and parsed again as it crosses the wire, the request's conversions remembered
-        (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they were parsed from:
-        ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN, name, marshalled
-        properties and options: ``key``) and what configured the pack (the policies, the levels and config, the
-        stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in many plans
-        is analysed once per configuration, and a request answered before is not even built. The pack's policies are
-        functions of the request and their configuration alone; a test that patches the pack's code builds its own
-        policies (another key)."""
+        """The findings of the servicer's response to a request (its ``method``; parsed from the bytes the engine sends;
+        ``findings``: on ``urn`` for an ``Analyze``, among the ``stack``'s URNs for an ``AnalyzeStack``), the request's
+        conversions remembered (``conversions_remembered``; each resource's properties known by the bytes ``sent`` they
+        were parsed from: ``_KNOWN``); the findings remembered by what makes the request (each resource's type, URN,
+        name, marshalled properties and options: ``key``) and what configured the pack (the policies, the levels and
+        config, the stack's, and a mutation run's mutant: ``_setup``), so that a resource the tests judge unchanged in
+        many plans is analysed once per configuration, and a request answered before is not even built. The pack's
+        policies are functions of the request and their configuration alone; a test that patches the pack's code builds
+        its own policies (another key)."""
         _KNOWN.update((id(message), (message, props)) for message, props in sent)
         try:
             with conversions_remembered():
                 answer = getattr(self.servicer, method)(request, None)
         finally:
             _KNOWN.clear()
-        found = tuple(self._findings(answer.SerializeToString()))
+        found = tuple(findings(answer, self._descriptions, urn, stack))
         if len(_ANSWERS) >= 50_000:
             _ANSWERS.clear()  # bounded: a cache, not a record
         _ANSWERS[key] = found
-        return found
-
-    def _findings(self, wire: bytes) -> list[Finding]:
-        response = analyzer_pb2.AnalyzeResponse.FromString(wire)
-        found = []
-        for d in response.diagnostics:
-            prefix = self._descriptions.get(d.policyName, "") + "\n"
-            message = d.message.removeprefix(prefix)
-            unjudged = d.message.startswith(CANT_RUN)
-            found.append(Finding(d.policyName, LEVELS[d.enforcementLevel], message, d.urn, unjudged))
         return found
 
 
@@ -563,17 +437,17 @@ _ANSWERS: dict[tuple[Any, ...], tuple[Finding, ...]] = {}
 _ENTRIES: dict[tuple[Any, ...], bytes] = {}
 
 
-def _stack_entry(entry: tuple[str, str, str, str, bytes, tuple[bool, bool, str]]) -> bytes:
+def _stack_entry(entry: tuple[str, str, str, str, bytes, tuple[bool, str, bool | None]]) -> bytes:
     """One resource of an ``AnalyzeStackRequest`` as it crosses the wire: its ``resources`` field (number 1, a
     message: tag ``0x0a``, the length as a varint, the ``AnalyzerResource``'s bytes), which a request's bytes are the
     resources' run of (``test_the_analyzers_stack_request_is_the_one_protobuf_serialises``); remembered by what makes
     it (a resource the tests judge unchanged in many plans is written once)."""
     found = _ENTRIES.get(entry)
     if found is None:
-        type_, urn, name, parent, props, options = entry
+        type_, urn, name, parent, props, option_values = entry
         resource = analyzer_pb2.AnalyzerResource(type=type_, urn=urn, name=name, parent=parent)
         resource.properties.MergeFromString(props)
-        resource.options.CopyFrom(_options_of(*options))
+        resource.options.CopyFrom(options(*option_values))
         body = resource.SerializeToString(deterministic=True)
         size, length = len(body), bytearray()
         while size > 0x7F:
@@ -587,24 +461,9 @@ def _stack_entry(entry: tuple[str, str, str, str, bytes, tuple[bool, bool, str]]
     return found
 
 
-def _wire(message: Any) -> Any:
-    """A request as it crosses the wire (serialised and parsed again)."""
-    return type(message).FromString(message.SerializeToString())
-
-
-def _option_values(resource: Resource) -> tuple[bool, bool, str]:
-    """What ``_options`` sends of a resource."""
-    return resource.protect, resource.delete_before_replace, resource.parent
-
-
-def _options(resource: Resource) -> analyzer_pb2.AnalyzerResourceOptions:
-    return _options_of(*_option_values(resource))
-
-
-def _options_of(protect: bool, delete_before_replace: bool, parent: str) -> analyzer_pb2.AnalyzerResourceOptions:
-    return analyzer_pb2.AnalyzerResourceOptions(
-        protect=protect, deleteBeforeReplace=delete_before_replace, deleteBeforeReplaceDefined=True, parent=parent
-    )
+def _option_values(resource: Resource) -> tuple[bool, str, bool | None]:
+    """What ``options`` sends of a resource."""
+    return resource.protect, resource.parent, resource.delete_before_replace
 
 
 def _pack_module() -> Any:
@@ -621,9 +480,9 @@ def pack_policy(name: str) -> Policy:
 
 def found_at_up(policy: Policy, resource: Resource) -> list[str]:
     """The message of each finding of ``policy`` alone on ``resource`` at `pulumi up`: every one mandatory, judged
-    and on the resource asked about (the engine's empty URN)."""
+    and on the resource asked about."""
     findings = Pack({"all": "mandatory"}, policies=[policy]).analyze(resource)
-    assert all(f.level == "mandatory" and not f.unjudged and f.urn == "" for f in findings), findings
+    assert all(f.level == "mandatory" and not f.unjudged and f.urn == resource.urn for f in findings), findings
     return [f.message for f in findings]
 
 
@@ -636,7 +495,7 @@ def _urn(plan: Plan, type_: str, name: str) -> str:
 
 
 def _from_wire(value: Any) -> Any:
-    """A value as ``json_format.MessageToDict`` read it off the wire, back to what ``encode`` sends (an unknown
+    """A value as ``json_format.MessageToDict`` read it off the wire, back to what ``properties`` marshals (an unknown
     sentinel stays a string: the engine sends the string)."""
     if isinstance(value, dict):
         if value.get(SECRET_SIG_KEY) == SECRET_SIG:
@@ -649,7 +508,7 @@ def _from_wire(value: Any) -> Any:
 
 def inputs(plan: Plan, r: Mapping[str, Any]) -> dict[str, Any]:
     """A plan resource's inputs as the engine received them (the program's own Struct when the plan ran the program;
-    the builders' plain dict otherwise). Not a copy of the builders' dict: the pack reads what ``encode`` marshals
+    the builders' plain dict otherwise). Not a copy of the builders' dict: the pack reads what ``properties`` marshals
     from it, so nothing writes it (copying every resource of every plan a test judges cost seconds)."""
     sent = plan.wire.get((r["type"], r["name"]))
     return _read(sent[0]) if sent is not None else r["inputs"]
@@ -710,7 +569,7 @@ def resources(plan: Plan, *, preview: bool, stack_view: bool) -> list[Resource]:
                 _urn(plan, r["type"], r["name"]),
                 props,
                 protect=bool(o.get("protect")),
-                delete_before_replace=bool(o.get("deleteBeforeReplace")),
+                delete_before_replace=o.get("deleteBeforeReplace"),
                 parent=_urn(plan, "", o["parent"]) if o.get("parent") else "",
             )
         )
@@ -731,20 +590,7 @@ def mandatory(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.level == "mandatory"]
 
 
-__all__ = [
-    "Finding",
-    "Pack",
-    "Resource",
-    "Secret",
-    "analyze_plan",
-    "encode",
-    "mandatory",
-    "policy_config_file",
-    "properties",
-    "configure_request",
-    "engine_config",
-    "reconciled",
-]
+__all__ = ["Finding", "Pack", "Resource", "Secret", "analyze_plan", "engine_config", "mandatory", "policy_config_file"]
 
 
 def first_preview(stack: str, *overrides: str) -> Plan:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from pulumi.output import Unknown
@@ -47,7 +48,7 @@ def _stack_file(stack: str) -> str:
 
 
 def _key(findings: Any) -> list[tuple[str, str, str, bool]]:
-    """What a finding says (``tests/analyzer.py`` keeps the URN a policy reports, none for a resource's own). Of a
+    """What a finding says (not where: the digest's URN of a component's child may differ from the plan's). Of a
     "can't run", the policy and level: the values it names may differ in their path where the judge reads a create's
     inputs for its outputs (a provider may mark a secret higher up in what it returns)."""
     return sorted((f.policy, f.level, "can't run" if f.unjudged else f.message, f.unjudged) for f in findings)
@@ -216,6 +217,7 @@ def test_numbers_arrive_as_doubles_and_typed_values_as_the_engine_sends_them():
         },
         "inputs",
         errors,
+        True,
         top=True,
     )
     assert errors == []
@@ -225,16 +227,51 @@ def test_numbers_arrive_as_doubles_and_typed_values_as_the_engine_sends_them():
     secret = sent.fields["encrypted"].struct_value.fields
     assert secret[SECRET_SIG_KEY].string_value == SECRET_SIG and secret["value"].string_value == UNKNOWN
     assert "__defaults" not in sent.fields and sent.fields["nested"].struct_value.fields["__kept"].bool_value
-    judge_preview._struct({"odd": {judge_preview.SIG_KEY: "feedface"}}, "inputs", errors)
+    judge_preview._struct({"odd": {judge_preview.SIG_KEY: "feedface"}}, "inputs", errors, True)
     assert errors == ["inputs.odd: a signed value the engine does not write (feedface)"]
 
 
 @pytest.mark.pure
-def test_the_policy_config_is_reconciled_as_the_engine_and_the_tests_analyzer_do():
+def test_a_programs_values_are_sent_as_the_engine_holds_them_not_as_the_digest_writes_them():
+    """What the program registered (the tests' engine): a secret sent with its value, an SDK unknown the sentinel, and
+    ``[secret]`` or an object with the signature key plain values (only the digest's JSON stands for typed values)."""
+    signed = {judge_preview.SIG_KEY: SECRET_SIG, "ciphertext": "v1:abc"}
+    sent = judge_preview.properties(
+        {"token": judge_preview.Secret("t"), "later": Unknown(), "text": judge_preview.SECRET, "object": signed}
+    )
+    secret = sent.fields["token"].struct_value.fields
+    assert secret[SECRET_SIG_KEY].string_value == SECRET_SIG and secret["value"].string_value == "t"
+    assert sent.fields["later"].string_value == UNKNOWN and sent.fields["text"].string_value == judge_preview.SECRET
+    assert sent.fields["object"].struct_value.fields["ciphertext"].string_value == "v1:abc"
+    with pytest.raises(TypeError, match=r"^.odd: the engine sends no object$"):
+        judge_preview.properties({"odd": object()})
+
+
+def _schema_refusals(policies: Any, properties: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What a whole JSON Schema validator refuses of each policy's properties (the engine's is gojsonschema:
+    ``config.go`` ``validatePolicyConfig``, on ``convertSchema``'s object of the policy's schema)."""
+    refused = []
+    for policy in policies:
+        schema = policy.config_schema
+        if schema is not None and policy.name in properties:
+            document = {"type": "object", "properties": schema.properties, "required": schema.required or []}
+            validator = jsonschema.Draft7Validator(document)
+            refused += [f"{policy.name}: {e.message}" for e in validator.iter_errors(properties[policy.name])]
+    return refused
+
+
+@pytest.mark.pure
+def test_the_policy_config_is_reconciled_as_the_engine_does():
+    """Each stack's config reconciled (defaults, ``all``, its own entries) is what a whole JSON Schema validator takes;
+    what the judge's schema check refuses, it refuses too."""
+    policies = analyzer._pack_module().POLICIES
     for stack in STACKS:
-        config = analyzer.policy_config_file(stack)
-        policies = analyzer._pack_module().POLICIES
-        assert judge_preview.reconciled(policies, config) == analyzer.reconciled(policies, config)
+        levels = judge_preview.reconciled(policies, analyzer.policy_config_file(stack))
+        assert set(levels) == {p.name for p in policies}
+        assert _schema_refusals(policies, {name: props for name, (_, props) in levels.items()}) == []
+    assert _schema_refusals(policies, {"bounded-retries": {"maxRestarts": "3"}}) == [
+        "bounded-retries: '3' is not of type 'integer'"
+    ]
     with pytest.raises(judge_preview.BadInputError) as refused:
         judge_preview.reconciled(
             policies, {"all": "mandatory", "bounded-retries": {"maxRestarts": "3"}, "no-such-policy": "advisory"}
@@ -262,8 +299,11 @@ def test_the_policy_config_s_texts_are_held_to_their_length_and_pattern():
         'the policy config cannot be used: grant-targets.hubCaches[1]: "s3://cache/hub/" does not match '
         '^gs://[a-z0-9][a-z0-9_.-]+/.+; trusted-registries.registries[1]: "" is shorter than 1'
     )
+    assert len(_schema_refusals(policies, config)) == 2
     fine = {"trusted-registries": {"registries": ["a"]}, "grant-targets": {"hubCaches": ["gs://cache/hub/"]}}
-    assert judge_preview.reconciled(policies, fine) == analyzer.reconciled(policies, fine)
+    levels = judge_preview.reconciled(policies, fine)
+    assert levels["trusted-registries"][1]["registries"] == ["a"]
+    assert _schema_refusals(policies, {name: props for name, (_, props) in levels.items()}) == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from policy import judge_preview
 from tests import analyzer
 from tests.analyzer import Finding, Pack
 from tests.conftest import one
@@ -226,7 +227,7 @@ def test_a_count_the_engine_sends_as_a_double_is_a_count():
     from google.protobuf import json_format
 
     train = next(r for r in pure_plan("prod").resources if r["type"] == JOBSET and _is(r, "train"))
-    sent = json_format.MessageToDict(analyzer.properties(train["inputs"]))
+    sent = json_format.MessageToDict(judge_preview.properties(train["inputs"]))
     assert sent["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8.0
     assert policies.properties.plain(sent)["spec"]["replicatedJobs"][1]["template"]["spec"]["parallelism"] == 8
     assert policies.kueue._count(8.0, "parallelism") == 8
@@ -284,7 +285,7 @@ def test_plain_reads_a_proxy_as_its_items_read_one_by_one():
     plan = analyzer.first_preview("dev")
     for r in plan.resources:
         for props in (analyzer.inputs(plan, r), analyzer.outputs(plan, r, preview=True)):
-            sent.append(json_format.MessageToDict(analyzer.properties(props)))
+            sent.append(json_format.MessageToDict(judge_preview.properties(props)))
     assert any(proxy.UNKNOWN_STRING_VALUE in json.dumps(props) for props in sent)
     for props in sent:
         proxied = proxy.unknown_checking_proxy(deserialize_properties(props))
@@ -308,8 +309,8 @@ def test_the_analyzers_stack_request_is_the_one_protobuf_serialises():
     request = analyzer_pb2.AnalyzeStackRequest()
     for r in resources:
         entry = request.resources.add(type=r.type, urn=r.urn, name=r.name, parent=r.parent)
-        entry.properties.MergeFromString(analyzer.properties(r.props).SerializeToString())
-        entry.options.CopyFrom(analyzer._options(r))
+        entry.properties.MergeFromString(judge_preview.properties(r.props).SerializeToString())
+        entry.options.CopyFrom(judge_preview.options(*analyzer._option_values(r)))
     entries = [
         (r.type, r.urn, r.name, r.parent, analyzer.marshalled(r.props), analyzer._option_values(r)) for r in resources
     ]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core.errors import BadInputError
 from tests import analyzer
 
 pytestmark = pytest.mark.pure
@@ -54,5 +55,5 @@ def test_an_item_that_is_not_an_object_is_named_and_admits_nothing(admit, expect
 @pytest.mark.parametrize("admit", ["everything", {"path": f"{CONFIG_MAP}:data.token", "reason": "r"}, None])
 def test_an_admit_that_is_not_a_list_is_refused_by_the_engine(admit):
     """The policy's schema declares ``admit`` an array: the engine refuses any other value before the pack runs."""
-    with pytest.raises(ValueError, match=r"^closed-world-shapes: .* is not of type 'array'$"):
+    with pytest.raises(BadInputError, match=r"closed-world-shapes\.admit: .* is not of type array$"):
         messages(admit)

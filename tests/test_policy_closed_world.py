@@ -16,6 +16,7 @@ from pulumi.output import Unknown
 from core.closed_world import DATA, load
 from core.config.schema import FIELDS
 from core.config.values import Boolean, OneOf
+from core.errors import BadInputError
 from tests import analyzer
 from tests.closed_world_stack import CLOSED, JOBSET, MAXTEXT, MIRROR_PATH, ROLE_BINDING, mirror
 from tests.conftest import plan_of
@@ -534,7 +535,7 @@ def test_a_malformed_admission_is_a_finding_and_admits_nothing(admit, problem):
 
 @pytest.mark.pure
 def test_an_admit_that_is_not_a_list_is_refused_by_the_engine():
-    with pytest.raises(ValueError, match="closed-world: 'everything' is not of type 'array'"):
+    with pytest.raises(BadInputError, match='closed-world.admit: "everything" is not of type array'):
         judge(admit="everything")
 
 

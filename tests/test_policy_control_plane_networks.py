@@ -150,8 +150,9 @@ def test_an_endpoint_not_known_at_pulumi_up_is_named_not_judged_open(props, unkn
 def test_an_endpoint_not_known_at_a_preview_is_judged_at_pulumi_up(props, unknown):
     """At a preview, the advisory that the value is judged at ``pulumi up``, with no finding withheld: nothing was
     read as unset."""
-    (finding,) = judge(cluster(**props), preview=True)
-    assert (finding.level, finding.unjudged, finding.urn) == ("advisory", True, "")
+    resource = cluster(**props)
+    (finding,) = judge(resource, preview=True)
+    assert (finding.level, finding.unjudged, finding.urn) == ("advisory", True, resource.urn)
     assert finding.message == (
         "can't run policy 'no-open-control-plane' from policy pack 'tpu-rl-guardrails@v0.0.1' during preview: "
         f"{unknown} not known until what they come from exists; judged at `pulumi up`"

@@ -13,6 +13,7 @@ import yaml
 from pulumi.output import Unknown
 
 from core.kueue_manager import configuration
+from policy import judge_preview
 from policy.tpu_rl_policies.helm import reviewed_helm_charts
 from policy.tpu_rl_policies.resources import HELM_RELEASE
 from tests import analyzer
@@ -146,7 +147,7 @@ def test_a_chart_or_namespace_not_known_is_not_judged(field: str, preview: bool)
     (finding,) = findings
     if preview:
         assert finding.level == "advisory" and finding.unjudged, finding
-        assert finding.message.startswith(f"{analyzer.CANT_RUN}reviewed-helm-charts' from policy pack "), finding
+        assert finding.message.startswith(f"{judge_preview.CANT_RUN}reviewed-helm-charts' from policy pack "), finding
         assert finding.message.endswith(
             f" during preview: .{field} not known until what they come from exists; judged at `pulumi up`"
         ), finding

@@ -133,6 +133,7 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     from pulumi.runtime.proto import analyzer_pb2
     from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
+    from policy import judge_preview
     from policy.tpu_rl_policies import POLICIES
     from tests import analyzer
     from tests.pure_plan import pure_plan
@@ -141,13 +142,13 @@ def _judges_as_the_engine_asks(stub: analyzer_pb2_grpc.AnalyzerStub) -> None:
     unknown = copy.deepcopy(train)
     head = unknown["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     head["containers"][0]["image"] = UNKNOWN_STRING_VALUE
-    configure = analyzer.configure_request(analyzer.reconciled(POLICIES, analyzer.policy_config_file("prod")))
+    configure = judge_preview.configure_request(judge_preview.reconciled(POLICIES, analyzer.policy_config_file("prod")))
     stub.Configure(configure, timeout=30)
 
     def analyze(resource: dict, dry_run: bool) -> list[tuple[str, int]]:
         stub.ConfigureStack(analyzer_pb2.AnalyzerStackConfigureRequest(stack="prod", dry_run=dry_run), timeout=30)
         request = analyzer_pb2.AnalyzeRequest(
-            type=resource["type"], properties=analyzer.properties(resource["inputs"]), urn="urn:x", name="train"
+            type=resource["type"], properties=judge_preview.properties(resource["inputs"]), urn="urn:x", name="train"
         )
         reply = stub.Analyze(request, timeout=60)
         return [(d.policyName, d.enforcementLevel) for d in reply.diagnostics]

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from core.errors import BadInputError
+from policy import judge_preview
 from tests import analyzer
 from tests.grant_cases import BUCKET, MODEL, PROJECT, STACK_CONFIG
 
@@ -236,6 +238,6 @@ def test_a_cache_folder_is_written_only_where_the_policy_config_says_so(read, wr
 @pytest.mark.parametrize("key", ["hubCaches", "writtenHubCaches"])
 def test_a_cache_entry_not_of_the_gs_bucket_folder_shape_is_refused_by_the_engine(key, entry):
     """The engine refuses a policy config its schema does not take before the pack runs (``ReconcilePolicyPackConfig``,
-    ``tests/analyzer.py`` ``reconciled``): every cache the pack reads names a bucket and a folder."""
-    with pytest.raises(ValueError, match=r"^grant-targets: .* does not match '\^gs://"):
-        analyzer.reconciled([TARGETS], {"grant-targets": {key: [entry]}})
+    ``policy/judge_preview.py`` ``reconciled``): every cache the pack reads names a bucket and a folder."""
+    with pytest.raises(BadInputError, match=rf"grant-targets\.{key}\[0\]: .* does not match \^gs://"):
+        judge_preview.reconciled([TARGETS], {"grant-targets": {key: [entry]}})

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from pulumi_policy import StackValidationArgs
 
+from core.errors import BadInputError
+from policy import judge_preview
 from policy.tpu_rl_policies.resources import DEPLOYMENT
 from policy.tpu_rl_policies.workloads import trusted_registries
-from tests import analyzer
 from tests.policy_args import Reports, policy_resource
 
 pytestmark = pytest.mark.pure
@@ -157,8 +158,8 @@ def test_a_pod_spec_patch_container_that_sets_a_trusted_image_passes():
 
 def test_an_empty_registry_is_refused_by_the_engine():
     """An entry ``""`` would be a prefix of every image's path: the schema asks for text, and the engine refuses an
-    empty one before the pack runs (``ReconcilePolicyPackConfig``, as ``tests/analyzer.py`` ``reconciled``)."""
+    empty one before the pack runs (``ReconcilePolicyPackConfig``, as ``policy/judge_preview.py`` ``reconciled``)."""
     config = {"trusted-registries": {"registries": ["us-docker.pkg.dev/cloud-tpu-images", ""]}}
-    with pytest.raises(ValueError, match=r"^trusted-registries: '' should be non-empty$"):
-        analyzer.reconciled([trusted_registries], config)
-    assert analyzer.reconciled([trusted_registries], {"trusted-registries": {"registries": ["a"]}})
+    with pytest.raises(BadInputError, match=r'trusted-registries\.registries\[1\]: "" is shorter than 1$'):
+        judge_preview.reconciled([trusted_registries], config)
+    assert judge_preview.reconciled([trusted_registries], {"trusted-registries": {"registries": ["a"]}})
