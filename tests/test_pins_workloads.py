@@ -14,7 +14,7 @@ from core.layout import compile_cache
 from core.models import Model
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import ModelSettings
-from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
+from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, PoolSite, cpu_pool_args, tpu_pool_args
 from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
 from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
@@ -364,8 +364,8 @@ def test_the_multislice_environment_matches_the_slice_count(s):
 
 @pytest.mark.parametrize("s", [PROD, DEV])
 def test_tolerations_match_the_taints_and_selectors_match_the_pools(s):
-    pool_names = {"cpu": cpu_pool_args(s, "c", "sa")["name"]}
-    tpu_pool = tpu_pool_args(s, "tpu-x", "c", "sa")
+    pool_names = {"cpu": cpu_pool_args(PoolSite.of(s), s.cpu_pool, "sa")["name"]}
+    tpu_pool = tpu_pool_args(PoolSite.of(s), "tpu-x", s.slice, s.tpu, "sa")
     effect = {"NO_SCHEDULE": "NoSchedule"}
     plan = jobs(s)
     head, worker = head_and_workers(plan.train.manifest)
