@@ -654,8 +654,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-9add5271d1",
-        "gemma4-26b-publish-aa69f31e88",
+        "gemma4-26b-evaluate-bc7021f411",
+        "gemma4-26b-publish-3b3e753da2",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -692,12 +692,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-c1b0a4df31", "gemma4-e4b-train-d818e73c81", "gemma4-e4b-export-99c1e1f8fa"],
-    "prod": ["gemma4-26b-convert-8e8b9b31ee", "gemma4-26b-train-0a5f0a31d2", "gemma4-26b-export-6ce9ea9642"],
+    "dev": ["gemma4-e4b-convert-b3ef9dfc50", "gemma4-e4b-train-0d9e64a998", "gemma4-e4b-export-0a32e4eb20"],
+    "prod": ["gemma4-26b-convert-671107b31b", "gemma4-26b-train-ab8700b206", "gemma4-26b-export-696f724ea5"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-c1b0a4df31", "gemma4-e4b-train-bb58100f8b", "gemma4-e4b-export-2db1795592"],
-    "prod": ["gemma4-26b-convert-8e8b9b31ee", "gemma4-26b-train-7628690c41", "gemma4-26b-export-b5d7c2c996"],
+    "dev": ["gemma4-e4b-convert-b3ef9dfc50", "gemma4-e4b-train-7018d216dc", "gemma4-e4b-export-fa6cec1b89"],
+    "prod": ["gemma4-26b-convert-671107b31b", "gemma4-26b-train-ced9d79c1d", "gemma4-26b-export-fc5a766032"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -725,7 +725,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-ac51fa971f", "gemma4-26b-publish-f3a04ea176"]
+        assert names[3:] == ["gemma4-26b-evaluate-6cfb0f986b", "gemma4-26b-publish-36c97b0bec"]
 
 
 def test_the_cloud_logging_links():

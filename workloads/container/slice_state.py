@@ -1,6 +1,6 @@
 """The training head's view of its TPU slice: its attempt's worker pods, read from the Kubernetes API (run in the
-MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a file of its ConfigMap beside ``shown.py``
-and ``tpu_rl_program.py``, which it imports; standard library only).
+MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a file of its ConfigMap beside ``shown.py``,
+``tpu_rl_program.py`` and ``tpu_rl_watch.py``, which it imports; standard library only).
 
     python3 slice_state.py wait ACCOUNT_DIR WORKERS SECONDS BASELINE LOG EXIT   # before train_rl starts
     python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after train_rl died of an error
@@ -53,10 +53,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from workloads.container import shown
-    from workloads.container.tpu_rl_program import FailedError, RefusedError, duration, interval
+    from workloads.container.tpu_rl_program import FailedError, RefusedError
+    from workloads.container.tpu_rl_watch import duration, interval
 else:  # python3 /tpu-rl/slice_state.py: what it imports are files of the same ConfigMap, its folder on sys.path
     import shown
-    from tpu_rl_program import FailedError, RefusedError, duration, interval
+    from tpu_rl_program import FailedError, RefusedError
+    from tpu_rl_watch import duration, interval
 
 JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
 ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
