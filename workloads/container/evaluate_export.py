@@ -255,8 +255,9 @@ def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
 
 
 def load_grader(import_module: Any = None, version: Any = None) -> grading.Grader:
-    """math-verify and sympy from the image (MaxText 0.2.4's post-training requirements pin ``math-verify>=0.9.0``
-    and ``sympy>=1.14.0``: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image has none."""
+    """math-verify and sympy from the image (MaxText 0.2.5's post-training requirements pin ``math-verify>=0.9.0``
+    and ``sympy>=1.14.0``, as 0.2.4's did: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image
+    has none."""
     import importlib
     from importlib import metadata
 

@@ -176,7 +176,11 @@ def worker(pod: dict[str, Any]) -> Worker:
 class Api:
     """The pods of this attempt, through the in-cluster API server: one bounded GET of a list (the standard
     library's ``urllib`` with the mounted CA, like the image's other programs of this project: the module is also
-    imported by the pure step builders, which may import no network library)."""
+    imported by the pure step builders, which may import no network library).
+
+    Not the ``kubernetes`` client library: the MaxText image has none. MaxText 0.2.5's wheel lists it only in
+    ``dependencies/requirements/*/runner-requirements.txt`` (the xpk runner's), not in the
+    ``tpu-post-train-requirements.txt`` the post-training image is built from, nor in what those pull in."""
 
     def __init__(self, account_dir: str, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
