@@ -1,6 +1,6 @@
-"""What the evaluation and the publication share, a file of their ConfigMaps only (``evaluate_export.py`` and
-``publish_hub.py`` import it; ``workloads.specs.commands.program_imports`` ships it beside them): a downloaded object's
-local file that takes at most the object's listed size (``CappedFile``). Standard library only, as the image runs it.
+"""What the evaluation's and the publication's programs share, a file of their ConfigMaps only (their programs import
+it; ``workloads.specs.commands.program_imports`` ships it beside them): a downloaded object's local file that takes at
+most the object's listed size (``CappedFile``). Standard library only, as the image runs it.
 """
 
 from __future__ import annotations
