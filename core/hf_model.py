@@ -396,8 +396,8 @@ def file_problem(path: Any, expected: HubFile, what: str, whose: str = "the Hub'
 # An export against its base model
 
 LANGUAGE_PREFIX = "model.language_model."
-"""Where a Gemma 4 checkpoint keeps its language model: MaxText 0.2.4's ``to_huggingface`` names every tensor
-it writes under it (``param_mapping.py``: ``text_base = "model.language_model"`` whenever the config has a
+"""Where a Gemma 4 checkpoint keeps its language model: MaxText's ``to_huggingface`` (0.2.4 and 0.2.5) names every
+tensor it writes under it (``param_mapping.py``: ``text_base = "model.language_model"`` whenever the config has a
 ``vision_config``, which its Gemma 4 configs always have), as the base repositories do. It writes nothing else
 (``use_multimodal=False``: no vision tower, no audio tower); the export step copies the rest from the base."""
 EXPORTED_DTYPE = "BF16"

@@ -7,7 +7,7 @@ the size of its bf16 weights, from which the CPU steps' memory (``step_memory_gi
 (``core.estimate``). No code branches on a model's name: a new model is one entry here, and the config rules,
 the plan and the estimate follow (docs/architecture.md "Catalogues"; ``tests/test_catalogue_entries.py`` adds
 one to prove it). The export's layout (``core.hf_model``: the language model under ``model.language_model.``
-in BF16, the rest copied from the base) is MaxText 0.2.4's for every Gemma 4 checkpoint, so it is not an
+in BF16, the rest copied from the base) is MaxText's (0.2.4's and 0.2.5's) for every Gemma 4 checkpoint, so it is not an
 entry's; a model of another family would need it as a field.
 """
 

@@ -34,7 +34,7 @@ from infra.gcp.access import IMAGE_PULLERS
 from infra.gcp.apis import ProjectApis
 from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
 from infra.gcp.cluster import ClusterVersion, GkeCluster, GkeClusterArgs
-from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.gcp.gke_spec import PoolSite, cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import IdentitiesArgs, NodeIdentities
 from infra.gcp.kms import SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
@@ -243,11 +243,14 @@ def _gke_args(
     """The cluster's and its pools' arguments (``infra.gcp.gke_spec``) and what else the cluster component takes."""
     gke = settings.gke
     key = secrets_key.name if secrets_key else None
+    site = PoolSite.of(settings)
     return GkeClusterArgs(
         cluster=cluster_args(settings, network.network.id, network.subnet.id, identities.email("system"), None, key),
-        system_pool=system_pool_args(settings, None, identities.email("system")),
-        cpu_pool=cpu_pool_args(settings, None, identities.email("cpu")),
-        tpu_pools=[tpu_pool_args(settings, pool, None, identities.email("tpu")) for pool in names.tpu_pools],
+        system_pool=system_pool_args(site, settings.system_pool, identities.email("system")),
+        cpu_pool=cpu_pool_args(site, settings.cpu_pool, identities.email("cpu")),
+        tpu_pools=[
+            tpu_pool_args(site, pool, settings.slice, settings.tpu, identities.email("tpu")) for pool in names.tpu_pools
+        ],
         version=ClusterVersion(settings.project, settings.region, gke.version_prefix, gke.release_channel)
         if gke.version_prefix
         else None,

@@ -109,7 +109,7 @@ def values_of(tensors: dict[str, tuple[str, list[int]]]) -> dict[str, bytes]:
 
 
 MAXTEXT_SHARD_BYTES = 1024 * 1024 * 1024 * 3
-"""MaxText 0.2.4's ``DEFAULT_MAX_SHARD_SIZE`` (``checkpoint_conversion/utils/utils.py``)."""
+"""MaxText's ``DEFAULT_MAX_SHARD_SIZE`` (0.2.4, 0.2.5) (``checkpoint_conversion/utils/utils.py``)."""
 
 
 def maxtext_files(
@@ -118,7 +118,7 @@ def maxtext_files(
     config: dict,
     max_shard_bytes: int = MAXTEXT_SHARD_BYTES,
 ) -> dict[str, bytes]:
-    """An export as MaxText 0.2.4's ``to_huggingface`` writes it (``utils.py``: ``save_model_files``): the
+    """An export as MaxText's ``to_huggingface`` (0.2.4, 0.2.5) writes it (``utils.py``: ``save_model_files``): the
     tokenizer's files (``tokenizer.save_pretrained``), ``config.json``, then ``shard_checkpoint``'s shards: the
     tensors in name order, a new shard when the next would pass ``max_shard_bytes``; one shard is
     ``model.safetensors`` with no index, more are ``model-00001-of-0000N.safetensors`` with an index

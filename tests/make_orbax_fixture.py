@@ -6,7 +6,7 @@ What it writes
     are sorted, one per line, after a few ``#`` comment lines (generator, versions, step, layout).
 
 What it reproduces
-    The actor checkpoint tunix (commit c4ec573, the RL library MaxText 0.2.4 uses) writes on GCS under
+    The actor checkpoint tunix (commit c4ec573, the RL library MaxText 0.2.4 pinned) writes on GCS under
     Pathways (see /work/notes/maxtext-tunix.md section 4, "Checkpoint layout"):
 
     * Orbax **v1** ``ocp.training.Checkpointer`` (tunix ``sft/checkpoint_manager.py:93-99``) with

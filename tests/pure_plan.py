@@ -15,7 +15,7 @@ from typing import Any
 from core.images import mirrors_for, repository_args
 from core.names import head_ksa
 from infra.gcp.access import bucket_grants
-from infra.gcp.gke_spec import cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.gcp.gke_spec import NodePoolSpec, PoolSite, cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.gcp.identities import NODE_PROJECT_ROLES
 from infra.gcp.kms import key_name
 from infra.gcp.naming import names_for
@@ -125,6 +125,12 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
     def email(holder: str) -> str:
         return f"{names.service_accounts[holder]}@{s.project}.iam.gserviceaccount.com"
 
+    def in_cluster(pool: NodePoolSpec) -> dict[str, Any]:
+        """A pool's inputs in the cluster (the component passes the cluster it creates)."""
+        return camel({**pool, "cluster": CLUSTER_ID})
+
+    site = PoolSite.of(s)
+
     labels = {"app.kubernetes.io/name": "tpu-rl", "app.kubernetes.io/instance": s.cluster_name}
     key = s.gke.secrets_key
     if key == "create":
@@ -139,14 +145,18 @@ def pure_plan(stack: str, *overrides: str) -> Plan:
             protect=s.protect,
         ),
         _resource(
-            "gcp:container/nodePool:NodePool", "system-pool", camel(system_pool_args(s, CLUSTER_ID, email("system")))
+            "gcp:container/nodePool:NodePool",
+            "system-pool",
+            in_cluster(system_pool_args(site, s.system_pool, email("system"))),
         ),
-        _resource("gcp:container/nodePool:NodePool", "cpu-pool", camel(cpu_pool_args(s, CLUSTER_ID, email("cpu")))),
+        _resource(
+            "gcp:container/nodePool:NodePool", "cpu-pool", in_cluster(cpu_pool_args(site, s.cpu_pool, email("cpu")))
+        ),
         *(
             _resource(
                 "gcp:container/nodePool:NodePool",
                 f"tpu-pool-{i}",
-                camel(tpu_pool_args(s, pool, CLUSTER_ID, email("tpu"))),
+                in_cluster(tpu_pool_args(site, pool, s.slice, s.tpu, email("tpu"))),
                 protect=s.protect,
                 delete_before_replace=True,
             )

@@ -22,7 +22,8 @@ RECORD = (
     'tpu-rl run: {"model":"gemma4-e4b","slice":{"version":"v6e","chips":8},'
     '"argv":["num_batches=10","learning_rate=1e-5"]}'
 )
-# MaxText 0.2.4 train_rl.py 785-788 / 823-826 and hooks.py 98-102, through absl (W... prefix).
+# MaxText 0.2.4 train_rl.py 785-788 / 823-826 (0.2.5: 743-746 / 781-784, the same text) and hooks.py 98-102,
+# through absl (W... prefix).
 PRE = (
     "W1130 05:02:03.000000 1 train_rl.py:786] Pre RL Training: corr=12, total=40, accuracy=30.0%, "
     "partial_accuracy=45.0%, format_accuracy=80.0%, mean_reward=0.4500"

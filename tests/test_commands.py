@@ -206,10 +206,10 @@ CORE = ("errors.py", "hf_model.py", "redact.py", "redact_keys.py", "terminal.py"
 redaction, which ``shown.py`` applies."""
 IMPORTED = {
     "convert": {"shown.py", "tpu_rl_program.py", *CORE},
-    "train": {"shown.py", "tpu_rl_program.py", *CORE},
+    "train": {"shown.py", "tpu_rl_program.py", "tpu_rl_watch.py", *CORE},
     "export": {"shown.py", "tpu_rl_program.py", *CORE},
-    "evaluate": {"shown.py", "evaluate_grader.py", "tpu_rl_program.py", *CORE},
-    "publish": {"shown.py", "tpu_rl_program.py", *CORE},
+    "evaluate": {"shown.py", "evaluate_grader.py", "tpu_rl_program.py", "tpu_rl_download.py", *CORE},
+    "publish": {"shown.py", "tpu_rl_program.py", "tpu_rl_download.py", *CORE},
 }
 """The files of each step's ConfigMap its programs import and no script runs (``commands.program_imports``)."""
 

@@ -469,13 +469,14 @@ def test_importing_the_program_loads_no_torch_transformers_storage_or_grader():
 @pytest.mark.pure
 def test_the_program_ships_with_what_it_imports():
     """The image has no copy of ``core/``: the evaluation's ConfigMap holds ``core/hf_model.py`` as ``hf_model.py`` (and
-    ``core/errors.py``, which it and ``tpu_rl_program.py`` import, as ``errors.py``), and the grader, ``shown.py`` and
-    ``tpu_rl_program.py``, beside the program, which imports them by those names when run as a file."""
+    ``core/errors.py``, which it and ``tpu_rl_program.py`` import, as ``errors.py``), and the grader, ``shown.py``,
+    ``tpu_rl_program.py`` and ``tpu_rl_download.py``, beside the program, which imports them by those names when run as
+    a file."""
     from workloads.specs.commands import HF_MODEL, program_files
 
     files = program_files("evaluate_export.py")
     shipped = ["errors.py", "evaluate_export.py", "evaluate_grader.py", "hf_model.py", "redact.py", "redact_keys.py"]
-    shipped += ["shown.py", "terminal.py", "tpu_rl_program.py"]
+    shipped += ["shown.py", "terminal.py", "tpu_rl_download.py", "tpu_rl_program.py"]
     assert sorted(files) == shipped
     assert files["hf_model.py"] == HF_MODEL and "def export_file_problem(" in files["hf_model.py"]
     for name, text in files.items():

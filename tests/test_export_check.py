@@ -2,7 +2,7 @@
 
 Shards are written by the real ``safetensors`` library, served by fake-gcs-server (the export) and by a
 loopback Hub that answers ``hf_hub_download`` and ``parse_safetensors_file_metadata`` as the Hub does (the
-base). The tensor names are Gemma 4's: MaxText 0.2.4's ``to_huggingface`` writes the language model under
+base). The tensor names are Gemma 4's: MaxText's ``to_huggingface`` (0.2.4, 0.2.5) writes the language model under
 ``model.language_model.`` and leaves the vision tower out (``use_multimodal=False``); the export step copies it
 from the base (tests/test_export_complete.py), so a checked export holds every tensor of the base.
 

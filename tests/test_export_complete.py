@@ -1,6 +1,6 @@
 """The export step makes the export the whole base model (``workloads/container/complete_export.py``): its real
 container script run through ``bash`` against fake-gcs-server, the base read from the Hub cache objects the
-conversion verified (the loopback Hub asked nothing), ``to_huggingface`` stood in for by the export MaxText 0.2.4
+conversion verified (the loopback Hub asked nothing), ``to_huggingface`` stood in for by the export MaxText 0.2.5
 writes, laid out first (``tests.hf_files.maxtext_files``), then the program's export check on the result; and the
 hostile inputs: names, indexes, endpoints that ignore ``Range``.
 """

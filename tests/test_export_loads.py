@@ -3,7 +3,7 @@
 A tiny random Gemma 4 made with transformers' own ``Gemma4Config`` and ``Gemma4ForConditionalGeneration``
 (26B-A4B's shape of model: mixture-of-experts layers, a full-attention layer after five sliding ones, keys
 equal to values there, a vision tower, no audio), saved with ``save_pretrained``, is the base the conversion verified
-in the Hub cache. Its language model, changed as training changes it, is laid out as MaxText 0.2.4's ``to_huggingface``
+in the Hub cache. Its language model, changed as training changes it, is laid out as MaxText 0.2.5's ``to_huggingface``
 writes it (``tests.hf_files.maxtext_files``: ``param_mapping.py`` names it under ``model.language_model.``,
 ``weight_dtype=bfloat16`` makes every tensor BF16, ``shard_checkpoint`` shards it, ``metadata={"format": "pt"}``),
 the export step's real script runs through ``bash`` against fake-gcs-server, and transformers loads the

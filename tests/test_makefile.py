@@ -24,7 +24,7 @@ from tests.lifecycle_walk import settings
 from tests.scenario import EXPORT, auth_plugin, credential, helm_secret, unprotected, with_cluster
 from tools import state_locks
 from tools.stack_files import ROOT
-from workloads.container.tpu_rl_program import alive
+from workloads.container.tpu_rl_watch import alive
 
 MAKE = shutil.which("make")
 pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")

@@ -15,7 +15,7 @@ from core.config.values import ConfigError
 from core.machines import MachineShape, machine_shape
 from core.names import CPU_FLAVOR, CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL, TPU_FLAVOR
 from core.requests import allocatable, pod_requests, quantity
-from infra.gcp.gke_spec import cpu_pool_args, system_pool_args, tpu_pool_args
+from infra.gcp.gke_spec import PoolSite, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
 from infra.k8s.manifests import namespace_manifest
 from tests.lifecycle_walk import settings
@@ -155,11 +155,17 @@ def test_the_flavors_are_the_pods_node_selectors_and_the_pools_labels(s):
     plan = plan_workflow(s)
     head, worker = pods(plan.train)
     assert (
-        worker["nodeSelector"] == tpu["spec"]["nodeLabels"] == tpu_pool_args(s, "p", "c", "sa")["node_config"]["labels"]
+        worker["nodeSelector"]
+        == tpu["spec"]["nodeLabels"]
+        == tpu_pool_args(PoolSite.of(s), "p", s.slice, s.tpu, "sa")["node_config"]["labels"]
     )
     for pod in (head, *pods(plan.convert), *pods(plan.export)):
-        assert pod["nodeSelector"] == cpu["spec"]["nodeLabels"] == {NODEPOOL_LABEL: cpu_pool_args(s, "c", "sa")["name"]}
-    assert cpu_pool_args(s, "c", "sa")["name"] == CPU_POOL
+        assert (
+            pod["nodeSelector"]
+            == cpu["spec"]["nodeLabels"]
+            == {NODEPOOL_LABEL: cpu_pool_args(PoolSite.of(s), s.cpu_pool, "sa")["name"]}
+        )
+    assert cpu_pool_args(PoolSite.of(s), s.cpu_pool, "sa")["name"] == CPU_POOL
 
 
 def tolerates(pod: dict, taint: dict) -> bool:
@@ -297,7 +303,9 @@ def test_the_manager_configuration():
     values = kueue.helm_values(PROD)
     assert yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"]) == config
     assert values["controllerManager"] == {"nodeSelector": {NODEPOOL_LABEL: SYSTEM_POOL}}
-    assert system_pool_args(PROD, "c", "sa")["name"] == SYSTEM_POOL, "the controller runs on the system pool"
+    assert system_pool_args(PoolSite.of(PROD), PROD.system_pool, "sa")["name"] == SYSTEM_POOL, (
+        "the controller runs on the system pool"
+    )
 
 
 def test_kueue_settings_and_their_rules():

@@ -136,11 +136,14 @@ def test_the_ranges_the_cluster_names_are_the_subnets():
     )
 
 
+def tpu_pool(s, name):
+    return gke_spec.tpu_pool_args(gke_spec.PoolSite.of(s), name, s.slice, s.tpu, "TPU@")
+
+
 def test_system_and_cpu_pools():
-    assert gke_spec.system_pool_args(PROD, "CL", "SYS@") == {
+    assert gke_spec.system_pool_args(gke_spec.PoolSite.of(PROD), PROD.system_pool, "SYS@") == {
         "name": "system",
         "project": "my-tpu-prod-project",
-        "cluster": "CL",
         "location": "us-east5",
         "node_locations": ["us-east5-b"],
         "autoscaling": {"min_node_count": 2, "max_node_count": 10},
@@ -148,10 +151,9 @@ def test_system_and_cpu_pools():
         "upgrade_settings": SURGE_0_1,
         "node_config": node_config("e2-standard-8", 200, "pd-balanced", "SYS@"),
     }
-    assert gke_spec.cpu_pool_args(PROD, "CL", "CPU@") == {
+    assert gke_spec.cpu_pool_args(gke_spec.PoolSite.of(PROD), PROD.cpu_pool, "CPU@") == {
         "name": "cpu-np",
         "project": "my-tpu-prod-project",
-        "cluster": "CL",
         "location": "us-east5",
         "node_locations": ["us-east5-b"],
         "autoscaling": {"min_node_count": 0, "max_node_count": 4},
@@ -173,10 +175,9 @@ TPU_TAINTS = [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDU
 
 
 def test_the_reserved_slice_is_the_blueprints_static_compact_pool():
-    assert gke_spec.tpu_pool_args(PROD, "tpu-v6e-4x8-0", "CL", "TPU@") == {
+    assert tpu_pool(PROD, "tpu-v6e-4x8-0") == {
         "name": "tpu-v6e-4x8-0",
         "project": "my-tpu-prod-project",
-        "cluster": "CL",
         "location": "us-east5",
         "node_locations": ["us-east5-b"],
         "management": {"auto_repair": True, "auto_upgrade": True},
@@ -209,7 +210,7 @@ def test_the_reserved_slice_is_the_blueprints_static_compact_pool():
 )
 def test_autoscaled_slices_scale_between_zero_and_one_slice(capacity, node_extra, policy, repair):
     s = settings("prod", [f"tpu-rl:tpu.capacity={capacity}", "tpu-rl:tpu.reservation="])
-    args = gke_spec.tpu_pool_args(s, "p", "CL", "TPU@")
+    args = tpu_pool(s, "p")
     autoscaling = {"min_node_count": 0, "max_node_count": 8}
     if policy:
         autoscaling["location_policy"] = policy
@@ -222,7 +223,7 @@ def test_autoscaled_slices_scale_between_zero_and_one_slice(capacity, node_extra
 
 def test_a_single_host_slice_gets_no_topology():
     s = settings("dev", ["tpu-rl:tpu.machineType=ct6e-standard-8t"])
-    args = gke_spec.tpu_pool_args(s, "p", "CL", "TPU@")
+    args = tpu_pool(s, "p")
     assert "placement_policy" not in args
     assert args["autoscaling"] == {"min_node_count": 0, "max_node_count": 1}
     assert args["node_config"]["labels"] == {

@@ -14,7 +14,7 @@ from core.layout import compile_cache
 from core.models import Model
 from core.names import SETUP_FAILURE_EXIT
 from core.settings import ModelSettings
-from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, cpu_pool_args, tpu_pool_args
+from infra.gcp.gke_spec import CPU_TAINT, TPU_TAINT, PoolSite, cpu_pool_args, tpu_pool_args
 from infra.k8s.manifests import scratch_storage_class, token_secret_manifest
 from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
@@ -364,8 +364,8 @@ def test_the_multislice_environment_matches_the_slice_count(s):
 
 @pytest.mark.parametrize("s", [PROD, DEV])
 def test_tolerations_match_the_taints_and_selectors_match_the_pools(s):
-    pool_names = {"cpu": cpu_pool_args(s, "c", "sa")["name"]}
-    tpu_pool = tpu_pool_args(s, "tpu-x", "c", "sa")
+    pool_names = {"cpu": cpu_pool_args(PoolSite.of(s), s.cpu_pool, "sa")["name"]}
+    tpu_pool = tpu_pool_args(PoolSite.of(s), "tpu-x", s.slice, s.tpu, "sa")
     effect = {"NO_SCHEDULE": "NoSchedule"}
     plan = jobs(s)
     head, worker = head_and_workers(plan.train.manifest)
@@ -654,8 +654,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-51e6bdd9ce",
-        "gemma4-26b-publish-e66b024b1d",
+        "gemma4-26b-evaluate-9db0af25b0",
+        "gemma4-26b-publish-bbdaba1545",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -692,12 +692,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-53101b99fe", "gemma4-e4b-train-1d2c3ba1c8", "gemma4-e4b-export-d03a53db7b"],
-    "prod": ["gemma4-26b-convert-01606cdf5f", "gemma4-26b-train-ae3855d77b", "gemma4-26b-export-b69d8dd2b0"],
+    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-7ea6de30bc", "gemma4-e4b-export-8f979fe80c"],
+    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-df9421dca8", "gemma4-26b-export-08e117c3aa"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-53101b99fe", "gemma4-e4b-train-6087c9120d", "gemma4-e4b-export-6b8bfb41c9"],
-    "prod": ["gemma4-26b-convert-01606cdf5f", "gemma4-26b-train-f4e91216e8", "gemma4-26b-export-e5ff7fcf46"],
+    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-59a2207faa", "gemma4-e4b-export-c743196ff0"],
+    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-affbbd931e", "gemma4-26b-export-dde7c5e429"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -725,7 +725,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-a87f0a431a", "gemma4-26b-publish-0c72941ed3"]
+        assert names[3:] == ["gemma4-26b-evaluate-18ecd0b9c6", "gemma4-26b-publish-70211c59e8"]
 
 
 def test_the_cloud_logging_links():

@@ -16,8 +16,8 @@ import pytest
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.container_files import container_program
 from tests.process_clock import ProcessClock
-from workloads.container import restart_drill, tpu_rl_program, train_exit
-from workloads.container.tpu_rl_program import KILL_AFTER
+from workloads.container import restart_drill, tpu_rl_watch, train_exit
+from workloads.container.tpu_rl_watch import KILL_AFTER
 
 pytestmark = pytest.mark.pure
 
@@ -58,7 +58,7 @@ def drilled(tmp_path: Path, lines: list[str], committed: dict[int, int], final: 
         clock.kill(pid, sig)
 
     assert monkeypatch is not None
-    monkeypatch.setattr(tpu_rl_program.os, "kill", kill)
+    monkeypatch.setattr(tpu_rl_watch.os, "kill", kill)
     try:
         ended = restart_drill.watch(child.pid, str(log), final, str(marker), scan, clock=clock, sleep=look)
     finally:
@@ -115,7 +115,7 @@ def test_the_drill_kills_what_ignores_sigterm(tmp_path, monkeypatch):
     log, marker = tmp_path / "log", tmp_path / "marker"
     log.write_text(step(11))
     clock = ProcessClock(settle=0.02)
-    monkeypatch.setattr(tpu_rl_program.os, "kill", clock.kill)
+    monkeypatch.setattr(tpu_rl_watch.os, "kill", clock.kill)
     try:
         assert restart_drill.watch(stubborn.pid, str(log), 50, str(marker), lambda: 10, clock=clock, sleep=clock.sleep)
         assert stubborn.wait(timeout=10) == -signal.SIGKILL

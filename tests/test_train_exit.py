@@ -17,8 +17,8 @@ import pytest
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, STALLED_EXIT
 from tests.container_files import container_program
 from tests.process_clock import ProcessClock
-from workloads.container import stall_watchdog, tpu_rl_program, train_exit
-from workloads.container.tpu_rl_program import interval
+from workloads.container import stall_watchdog, tpu_rl_watch, train_exit
+from workloads.container.tpu_rl_watch import interval
 
 pytestmark = pytest.mark.pure
 
@@ -142,7 +142,7 @@ def watched(
     watchdog ended it, when on the fake clock)."""
     child = subprocess.Popen(["sleep", "60"])
     clock, tick = ProcessClock(), 0
-    monkeypatch.setattr(tpu_rl_program.os, "kill", clock.kill)
+    monkeypatch.setattr(tpu_rl_watch.os, "kill", clock.kill)
 
     def look(interval: float) -> None:
         nonlocal tick
@@ -176,7 +176,7 @@ def test_the_watchdog_ends_a_quiet_train_rl(tmp_path, monkeypatch):
     log.write_text("start\n")
     quiet = subprocess.Popen(["sleep", "60"])
     clock = ProcessClock()
-    monkeypatch.setattr(tpu_rl_program.os, "kill", clock.kill)
+    monkeypatch.setattr(tpu_rl_watch.os, "kill", clock.kill)
     try:
         assert stall_watchdog.watch(quiet.pid, str(log), 100, str(marker), clock=clock, sleep=clock.sleep)
         assert quiet.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL)
@@ -252,7 +252,7 @@ def test_each_stage_of_a_run_is_progress(tmp_path, monkeypatch, line):
 
 def test_the_watchdog_reads_a_log_in_bounded_pieces_and_from_the_start_when_it_is_cut(tmp_path, monkeypatch):
     log = tmp_path / "log"
-    monkeypatch.setattr(tpu_rl_program, "READ_BYTES", 64)
+    monkeypatch.setattr(tpu_rl_watch, "READ_BYTES", 64)
     log.write_bytes(b"\xff" * 200 + b"\n" + absl("Train step 1 training loss: 0.5").encode())
     progress = stall_watchdog.Progress(str(log))
     seen = [progress.moved() for _ in range(6)]
@@ -282,7 +282,7 @@ def test_the_watchdog_kills_what_ignores_sigterm(tmp_path, monkeypatch):
     assert stubborn.stdout is not None
     stubborn.stdout.readline()
     clock = ProcessClock(settle=0.02)
-    monkeypatch.setattr(tpu_rl_program.os, "kill", clock.kill)
+    monkeypatch.setattr(tpu_rl_watch.os, "kill", clock.kill)
     try:
         assert stall_watchdog.watch(
             stubborn.pid, str(tmp_path / "none"), 1, str(tmp_path / "m"), clock=clock, sleep=clock.sleep
@@ -290,7 +290,7 @@ def test_the_watchdog_kills_what_ignores_sigterm(tmp_path, monkeypatch):
         assert stubborn.wait(timeout=10) == -signal.SIGKILL
     finally:
         stubborn.kill()
-    assert clock.now >= tpu_rl_program.KILL_AFTER
+    assert clock.now >= tpu_rl_watch.KILL_AFTER
     assert [sig for sig, _ in clock.signals[:2]] == [signal.SIGTERM, signal.SIGKILL]
 
 

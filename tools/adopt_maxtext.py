@@ -11,9 +11,9 @@
 3. Where ``../shared/maxtext-VERSION/README.md`` lists the release's files with their sha256 (a list made apart
    from the wheel), checks the files against it too, and vendors that list beside them.
 4. Writes them to ``tests/data/vendor/maxtext-VERSION/`` in ``../shared``'s layout (MaxText's code ``xz``
-   compressed, as for 0.2.4), with ``wheel.json`` (the wheel's name and sha256, the pip command, the git pins of
-   its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites their
-   lines of ``tests/data/vendor/SHA256SUMS``.
+   compressed, as for 0.2.4 and 0.2.5), with ``wheel.json`` (the wheel's name and sha256, the pip command, the git
+   pins of its post-training dependencies, tunix among them, and each file's sha256 and git blob id), and rewrites
+   their lines of ``tests/data/vendor/SHA256SUMS``.
 5. Regenerates ``core/data/maxtext-VERSION-keys.json`` and ``-refused.json`` from those configs: the keys of
    ``base.yml`` and ``post_train/rl.yml`` and the fields of train_rl's pydantic model in ``configs/types.py``, read
    statically, less what the run would not use as written, refused with the reason (``core.maxtext_keys.analyse``);

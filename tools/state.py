@@ -66,7 +66,7 @@ from tools.state_export import (
 )
 from tools.state_home import STACK_NAME, Home, StateRefusedError, decide, read_stack_file, record, ring_warning
 from tools.state_locks import lock_lines, read_locks
-from workloads.container.tpu_rl_program import alive
+from workloads.container.tpu_rl_watch import alive
 
 # google-api-core's notice about Python 3.11's end of life (2027) is not the operator's business on every `make up`.
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\.")

@@ -42,8 +42,8 @@ class GkeClusterArgs:
     cluster: ClusterSpec
     """The cluster's arguments (``gke_spec.cluster_args``: the network, the system account, the Secrets key)."""
     system_pool: NodePoolSpec
-    """The system pool's arguments (``gke_spec.system_pool_args``); its ``cluster`` is a stand-in the component
-    replaces with the cluster it creates."""
+    """The system pool's arguments (``gke_spec.system_pool_args``), but the cluster: the component gives each pool the
+    cluster it creates."""
     cpu_pool: NodePoolSpec
     """cpu-np's (``gke_spec.cpu_pool_args``), but the cluster."""
     tpu_pools: list[NodePoolSpec]
@@ -87,8 +87,8 @@ class GkeCluster(pulumi.ComponentResource):
         self.cluster = self._cluster(args, opts)
         grants = self._node_grants(args, opts)
         pool_opts = self._pool_options(args, opts, grants)
-        system = gcp.container.NodePool("system-pool", **self._in_cluster(args.system_pool), opts=pool_opts)
-        cpu = gcp.container.NodePool("cpu-pool", **self._in_cluster(args.cpu_pool), opts=pool_opts)
+        system = gcp.container.NodePool("system-pool", cluster=self.cluster.id, **args.system_pool, opts=pool_opts)
+        cpu = gcp.container.NodePool("cpu-pool", cluster=self.cluster.id, **args.cpu_pool, opts=pool_opts)
         self.tpu_pools = self._tpu_pools(args, pool_opts)
         self.pools = [system, cpu, *self.tpu_pools]
         self.workload_identities = self._workload_identities(args)
@@ -107,10 +107,6 @@ class GkeCluster(pulumi.ComponentResource):
                 "workloadIdentityMembers": {step: wi.member for step, wi in self.workload_identities.items()},
             }
         )
-
-    def _in_cluster(self, pool: NodePoolSpec) -> NodePoolSpec:
-        """A pool's arguments with this cluster's ID as its ``cluster`` (the builders' is a stand-in)."""
-        return {**pool, "cluster": self.cluster.id}
 
     def _cluster(self, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None) -> gcp.container.Cluster:
         """The cluster, after the Secrets key's grant has taken effect."""
@@ -203,7 +199,7 @@ class GkeCluster(pulumi.ComponentResource):
             pool_opts, pulumi.ResourceOptions(protect=args.protect, delete_before_replace=True)
         )
         return [
-            gcp.container.NodePool(f"tpu-pool-{i}", **self._in_cluster(pool), opts=tpu_opts)
+            gcp.container.NodePool(f"tpu-pool-{i}", cluster=self.cluster.id, **pool, opts=tpu_opts)
             for i, pool in enumerate(args.tpu_pools)
         ]
 

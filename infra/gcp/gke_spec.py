@@ -1,12 +1,15 @@
 """Plain builders for the GKE cluster and node pool arguments (no Pulumi here).
 
 Each function returns the keyword arguments of the pulumi-gcp resource, typed (``ClusterSpec``, ``NodePoolSpec``:
-the provider's snake_case names), with values computed elsewhere (service account emails, network ids) passed in.
+the provider's snake_case names; each nested value is the provider's own ``...ArgsDict``, so mypy checks its keys),
+with values computed elsewhere (service account emails, network ids) passed in. The pool builders take what they read
+of the settings (``PoolSite``, the pool's or the slice's settings), not the whole ``Settings``.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from core.names import (
     CPU_POOL,
@@ -18,8 +21,32 @@ from core.names import (
     TPU_TAINT_VALUE,
     TPU_TOPOLOGY_LABEL,
 )
-from core.settings import PoolSettings, Settings
-from core.tpu import Capacity
+from core.settings import GkeSettings, PoolSettings, Settings, TpuSettings
+from core.tpu import Capacity, SliceShape
+
+if TYPE_CHECKING:  # the provider's types only: this module imports no Pulumi (pyproject.toml [tool.importlinter])
+    from pulumi_gcp.container import (
+        ClusterAddonsConfigArgsDict,
+        ClusterDatabaseEncryptionArgsDict,
+        ClusterIpAllocationPolicyArgsDict,
+        ClusterLoggingConfigArgsDict,
+        ClusterMaintenancePolicyArgsDict,
+        ClusterMaintenancePolicyMaintenanceExclusionArgsDict,
+        ClusterMasterAuthArgsDict,
+        ClusterMasterAuthorizedNetworksConfigArgsDict,
+        ClusterNodeConfigArgsDict,
+        ClusterPrivateClusterConfigArgsDict,
+        ClusterReleaseChannelArgsDict,
+        ClusterWorkloadIdentityConfigArgsDict,
+        NodePoolAutoscalingArgsDict,
+        NodePoolManagementArgsDict,
+        NodePoolNodeConfigArgsDict,
+        NodePoolNodeConfigGcfsConfigArgsDict,
+        NodePoolNodeConfigGvnicArgsDict,
+        NodePoolNodeConfigTaintArgsDict,
+        NodePoolPlacementPolicyArgsDict,
+        NodePoolUpgradeSettingsArgsDict,
+    )
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 MASTER_CIDR = "172.16.0.32/28"
@@ -28,14 +55,14 @@ PODS_CIDR = "10.4.0.0/14"
 SERVICES_CIDR = "10.0.32.0/20"
 PODS_RANGE = "pods"
 SERVICES_RANGE = "services"
-TPU_TAINT = {"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
-CPU_TAINT = {"key": CPU_TAINT_KEY, "value": CPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
+TPU_TAINT: NodePoolNodeConfigTaintArgsDict = {"key": TPU_TAINT_KEY, "value": TPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
+CPU_TAINT: NodePoolNodeConfigTaintArgsDict = {"key": CPU_TAINT_KEY, "value": CPU_TAINT_VALUE, "effect": "NO_SCHEDULE"}
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 TPU_BOOT_DISK_GB = 100
 """Boot disk of a TPU VM (Cluster Toolkit's v6e pool: 100 GB)."""
 # Node upgrades one VM at a time with no surge VM (Cluster Toolkit's gke-node-pool module): an
 # exact-size reservation has no spare VM for a surge, and a multi-host slice is replaced as a whole.
-UPGRADE_SETTINGS = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+UPGRADE_SETTINGS: NodePoolUpgradeSettingsArgsDict = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
 EXCLUSION_START = "2025-12-01T00:00:00Z"
 """Start of the standing exclusion (a fixed past instant: the exclusion's identity never changes)."""
 EXCLUSION_NAMES = {
@@ -43,7 +70,7 @@ EXCLUSION_NAMES = {
     "NO_MINOR_OR_NODE_UPGRADES": "no-minor-or-node-upgrades-indefinite",
 }
 HOLD_NAME = "hold-all-upgrades"
-GVNIC = {"enabled": True}
+GVNIC: NodePoolNodeConfigGvnicArgsDict = {"enabled": True}
 """Google Virtual NIC on every pool, as Google's TPU tooling creates its pools: Cluster Toolkit's gke-node-pool module
 (system, cpu-np and the v6e slice, ``../shared/reference/cluster-toolkit.md`` §1.6-1.8) and xpk's TPU node pools
 (``--enable-gvnic``). GKE's own gVNIC page is written for GPU nodes ("Increase network traffic speed for GPU nodes",
@@ -52,7 +79,7 @@ data-center traffic (Pathways between the head on cpu-np and the workers, checkp
 speeds up. Set at creation only: the same page says enabling it on an existing pool re-creates its nodes outside the
 maintenance policy, which on the TPU pool would end a running training; ``infra.gcp.cluster`` ignores changes of the
 field on an update, so a pool created or replaced after the change gets it and an existing one keeps what it has."""
-IMAGE_STREAMING = {"enabled": True}
+IMAGE_STREAMING: NodePoolNodeConfigGcfsConfigArgsDict = {"enabled": True}
 """GKE Image streaming (``nodeConfig.gcfsConfig``) on cpu-np, the pool that runs the ~12 GB MaxText image (the
 conversion, the Pathways head, the export): the node mounts an eligible image and reads its files as they are needed
 instead of pulling every layer first ("Use Image streaming to pull container images",
@@ -88,48 +115,47 @@ class ClusterSpec(TypedDict):
     network: Any
     subnetwork: Any
     networking_mode: str
-    ip_allocation_policy: dict[str, str]
+    ip_allocation_policy: ClusterIpAllocationPolicyArgsDict
     remove_default_node_pool: bool
     initial_node_count: int
-    node_config: dict[str, Any]
-    release_channel: dict[str, str]
-    maintenance_policy: dict[str, Any]
-    workload_identity_config: dict[str, str]
-    private_cluster_config: dict[str, Any]
-    master_authorized_networks_config: dict[str, Any]
-    master_auth: dict[str, Any]
+    node_config: ClusterNodeConfigArgsDict
+    release_channel: ClusterReleaseChannelArgsDict
+    maintenance_policy: ClusterMaintenancePolicyArgsDict
+    workload_identity_config: ClusterWorkloadIdentityConfigArgsDict
+    private_cluster_config: ClusterPrivateClusterConfigArgsDict
+    master_authorized_networks_config: ClusterMasterAuthorizedNetworksConfigArgsDict
+    master_auth: ClusterMasterAuthArgsDict
     enable_shielded_nodes: bool
     datapath_provider: str
-    addons_config: dict[str, Any]
-    logging_config: dict[str, list[str]]
+    addons_config: ClusterAddonsConfigArgsDict
+    logging_config: ClusterLoggingConfigArgsDict
     deletion_protection: bool
     resource_labels: dict[str, str]
-    database_encryption: dict[str, Any]
+    database_encryption: ClusterDatabaseEncryptionArgsDict
     min_master_version: NotRequired[Any]
     """Only with a version to create the cluster at."""
 
 
 class NodePoolSpec(TypedDict):
     """``gcp.container.NodePool``'s keyword arguments that tpu-rl sets (``system_pool_args``, ``cpu_pool_args``,
-    ``tpu_pool_args``); ``cluster`` is the builders' stand-in, which the cluster component replaces with its own."""
+    ``tpu_pool_args``), but its ``cluster``: the cluster component gives each pool the cluster it creates."""
 
     name: str
     project: str
-    cluster: Any
     location: str
     node_locations: list[str]
-    management: dict[str, bool]
-    upgrade_settings: dict[str, Any]
-    node_config: dict[str, Any]
-    autoscaling: NotRequired[dict[str, Any]]
+    management: NodePoolManagementArgsDict
+    upgrade_settings: NodePoolUpgradeSettingsArgsDict
+    node_config: NodePoolNodeConfigArgsDict
+    autoscaling: NotRequired[NodePoolAutoscalingArgsDict]
     """The CPU pools, and a TPU pool without a reservation (it scales between 0 and one slice)."""
     node_count: NotRequired[int]
     """A TPU pool on a reservation: static, the slice's hosts."""
-    placement_policy: NotRequired[dict[str, str]]
+    placement_policy: NotRequired[NodePoolPlacementPolicyArgsDict]
     """A multi-host TPU slice: compact, in its topology."""
 
 
-def maintenance_policy(settings: Settings) -> dict[str, Any]:
+def maintenance_policy(gke: GkeSettings) -> ClusterMaintenancePolicyArgsDict:
     """The daily window, the standing exclusion until end of support and an optional hold of every upgrade.
 
     ``NO_MINOR_OR_NODE_UPGRADES`` (the default, Cluster Toolkit's gke-tpu-v6e blueprint's) keeps every node
@@ -143,9 +169,8 @@ def maintenance_policy(settings: Settings) -> dict[str, Any]:
     TPU host maintenance is not an upgrade: no exclusion holds it back, and Kueue's recovery timeout waits for it
     (``core.config.defaults.TPU_MAINTENANCE_SECONDS``).
     """
-    gke = settings.gke
-    policy: dict[str, Any] = {"daily_maintenance_window": {"start_time": gke.maintenance_window}}
-    exclusions: list[dict[str, Any]] = []
+    policy: ClusterMaintenancePolicyArgsDict = {"daily_maintenance_window": {"start_time": gke.maintenance_window}}
+    exclusions: list[ClusterMaintenancePolicyMaintenanceExclusionArgsDict] = []
     if gke.maintenance_exclusion:
         exclusions.append(
             {
@@ -184,7 +209,9 @@ def cluster_args(
     # Application-layer encryption of Secrets (the Hugging Face token) with a Cloud KMS key, CIS GKE 5.3.1. Without
     # a key the state is sent as DECRYPTED: the field is optional and computed, so leaving it out after removing
     # the key would keep the cluster encrypted with a key whose grant the same `up` deletes.
-    encryption = {"state": "ENCRYPTED", "key_name": secrets_key} if secrets_key is not None else {"state": "DECRYPTED"}
+    encryption: ClusterDatabaseEncryptionArgsDict = (
+        {"state": "ENCRYPTED", "key_name": secrets_key} if secrets_key is not None else {"state": "DECRYPTED"}
+    )
     args: ClusterSpec = {
         "name": settings.cluster_name,
         "project": settings.project,
@@ -205,7 +232,7 @@ def cluster_args(
             "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
         },
         "release_channel": {"channel": settings.gke.release_channel},
-        "maintenance_policy": maintenance_policy(settings),
+        "maintenance_policy": maintenance_policy(settings.gke),
         "workload_identity_config": {"workload_pool": f"{settings.project}.svc.id.goog"},
         "private_cluster_config": {
             "enable_private_nodes": True,
@@ -233,18 +260,32 @@ def cluster_args(
     return args
 
 
+@dataclass(frozen=True)
+class PoolSite:
+    """What every pool builder reads of the settings: where the pool is (the project, the cluster's region and its
+    one zone) and its nodes' labels (``tpu-rl``'s resource labels)."""
+
+    project: str
+    region: str
+    zone: str
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, settings: Settings) -> PoolSite:
+        return cls(settings.project, settings.region, settings.zone, settings.labels)
+
+
 def _node_config(
-    settings: Settings,
+    site: PoolSite,
     sa_email: Any,
     machine_type: str,
     disk_gb: int,
     disk_type: str,
+    extra: NodePoolNodeConfigArgsDict,
     *,
     streaming: bool = False,
-    **extra: Any,
-) -> dict[str, Any]:
-    streams = {"gcfs_config": IMAGE_STREAMING} if streaming else {}
-    return {
+) -> NodePoolNodeConfigArgsDict:
+    config: NodePoolNodeConfigArgsDict = {
         "machine_type": machine_type,
         "disk_size_gb": disk_gb,
         "disk_type": disk_type,
@@ -256,23 +297,24 @@ def _node_config(
         # CIS GKE 5.9.1: no unauthenticated kubelet port 10255 (nothing here reads it; metrics use 10250).
         "kubelet_config": {"insecure_kubelet_readonly_port_enabled": "FALSE"},
         "gvnic": GVNIC,
-        **streams,
-        "resource_labels": settings.labels,
-        **extra,
     }
+    if streaming:
+        config["gcfs_config"] = IMAGE_STREAMING
+    config["resource_labels"] = site.labels
+    config.update(extra)
+    return config
 
 
 def _cpu_machine_pool_args(
-    settings: Settings, cluster: Any, name: str, pool: PoolSettings, node_config: dict[str, Any]
+    site: PoolSite, name: str, pool: PoolSettings, node_config: NodePoolNodeConfigArgsDict
 ) -> NodePoolSpec:
     """What the system pool and ``cpu-np`` share: one zone, autoscaled between the pool's bounds, repaired and
     upgraded by GKE with the same surge settings."""
     return {
         "name": name,
-        "project": settings.project,
-        "cluster": cluster,
-        "location": settings.region,
-        "node_locations": [settings.zone],
+        "project": site.project,
+        "location": site.region,
+        "node_locations": [site.zone],
         "autoscaling": {"min_node_count": pool.min_nodes, "max_node_count": pool.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
@@ -280,31 +322,24 @@ def _cpu_machine_pool_args(
     }
 
 
-def system_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> NodePoolSpec:
-    """The system pool (cluster add-ons, the JobSet controller)."""
-    pool = settings.system_pool
-    node_config = _node_config(settings, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type)
-    return _cpu_machine_pool_args(settings, cluster, SYSTEM_POOL, pool, node_config)
+def system_pool_args(site: PoolSite, pool: PoolSettings, sa_email: Any) -> NodePoolSpec:
+    """The system pool (cluster add-ons, the JobSet controller): ``pool`` is ``tpu-rl:systemPool``."""
+    node_config = _node_config(site, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type, {})
+    return _cpu_machine_pool_args(site, SYSTEM_POOL, pool, node_config)
 
 
-def cpu_pool_args(settings: Settings, cluster: Any, sa_email: Any) -> NodePoolSpec:
-    """``cpu-np``: the Pathways head and the CPU-only conversion and export; scales from 0.
+def cpu_pool_args(site: PoolSite, pool: PoolSettings, sa_email: Any) -> NodePoolSpec:
+    """``cpu-np``: the Pathways head and the CPU-only conversion and export; scales from 0 (``pool`` is
+    ``tpu-rl:cpuPool``).
 
     Tainted, so only our steps (which tolerate it) and DaemonSets land there: a stray kube-system
     pod would keep a 64-vCPU node from scaling down.
     """
-    pool = settings.cpu_pool
+    extra: NodePoolNodeConfigArgsDict = {"taints": [CPU_TAINT], **secondary_boot_disks(pool.boot_disk_image)}
     node_config = _node_config(
-        settings,
-        sa_email,
-        pool.machine_type,
-        pool.disk_size_gb,
-        pool.disk_type,
-        streaming=True,
-        taints=[CPU_TAINT],
-        **secondary_boot_disks(pool.boot_disk_image),
+        site, sa_email, pool.machine_type, pool.disk_size_gb, pool.disk_type, extra, streaming=True
     )
-    return _cpu_machine_pool_args(settings, cluster, CPU_POOL, pool, node_config)
+    return _cpu_machine_pool_args(site, CPU_POOL, pool, node_config)
 
 
 IMAGE_CACHE_MODE = "CONTAINER_IMAGE_CACHE"
@@ -312,7 +347,7 @@ IMAGE_CACHE_MODE = "CONTAINER_IMAGE_CACHE"
 disk as a container image cache", GKE API ``SecondaryBootDisk.Mode``)."""
 
 
-def secondary_boot_disks(image: str) -> dict[str, Any]:
+def secondary_boot_disks(image: str) -> NodePoolNodeConfigArgsDict:
     """cpu-np's secondary boot disk (``tpu-rl:cpuPool.bootDiskImage``): GKE gives each new node its own disk made from
     the image, in parallel with the node ("Use secondary boot disks to preload data or container images",
     https://cloud.google.com/kubernetes-engine/docs/how-to/data-container-image-preloading), and containerd reads the
@@ -326,7 +361,7 @@ def secondary_boot_disks(image: str) -> dict[str, Any]:
     return {"secondary_boot_disks": [{"disk_image": f"global/images/{image}", "mode": IMAGE_CACHE_MODE}]}
 
 
-def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) -> NodePoolSpec:
+def tpu_pool_args(site: PoolSite, name: str, shape: SliceShape, tpu: TpuSettings, sa_email: Any) -> NodePoolSpec:
     """One TPU slice pool: static on a reservation, otherwise autoscaled between 0 and one slice.
 
     No host maintenance policy (``nodeConfig.hostMaintenancePolicy.maintenanceInterval``: ``AS_NEEDED``, or
@@ -341,8 +376,7 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
     would replace the slice. GKE's default interval applies: host maintenance comes with notice and ends a running
     attempt, which Kueue's recovery timeout waits out (``core.config.defaults.TPU_MAINTENANCE_SECONDS``;
     docs/when-a-step-fails.md "What happens when...")."""
-    shape, tpu = settings.slice, settings.tpu
-    extra: dict[str, Any] = {
+    extra: NodePoolNodeConfigArgsDict = {
         "labels": {TPU_ACCELERATOR_LABEL: shape.gke_accelerator, TPU_TOPOLOGY_LABEL: shape.topology},
         "taints": [TPU_TAINT],
     }
@@ -360,18 +394,15 @@ def tpu_pool_args(settings: Settings, name: str, cluster: Any, sa_email: Any) ->
             extra["flex_start"] = True
     args: NodePoolSpec = {
         "name": name,
-        "project": settings.project,
-        "cluster": cluster,
-        "location": settings.region,
-        "node_locations": [settings.zone],
+        "project": site.project,
+        "location": site.region,
+        "node_locations": [site.zone],
         # Flex-start VMs cannot be repaired in place (xpk: --no-enable-autorepair).
         "management": {"auto_repair": tpu.capacity != Capacity.FLEX_START, "auto_upgrade": True},
         "upgrade_settings": UPGRADE_SETTINGS,
         # No Image streaming here (``IMAGE_STREAMING`` says why), nor a host maintenance policy (the docstring says
         # why).
-        "node_config": _node_config(
-            settings, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, **extra
-        ),
+        "node_config": _node_config(site, sa_email, shape.machine_type, TPU_BOOT_DISK_GB, shape.boot_disk_type, extra),
     }
     if shape.pool_topology:
         args["placement_policy"] = {"type": "COMPACT", "tpu_topology": shape.pool_topology}

@@ -99,8 +99,8 @@ RUN_KEYS = ("model_name", "num_batches", "batch_size", "rl.num_generations", "ma
 
 def training_run(overrides: Mapping[str, str], env: Mapping[str, EnvValue]) -> TrainingRun | str:
     """The run train_rl makes with these command-line overrides, or why it cannot be read. A top-level key missing
-    from them is read from its ``M_<KEY>`` environment variable, as MaxText 0.2.4's ``pyconfig`` does (both set:
-    pyconfig refuses to start). A key that overrides a run key's parent or child (``rl=...`` beside
+    from them is read from its ``M_<KEY>`` environment variable, as MaxText's ``pyconfig`` does (0.2.4's and 0.2.5's;
+    both set: pyconfig refuses to start). A key that overrides a run key's parent or child (``rl=...`` beside
     ``rl.num_generations``) cannot be read."""
     values: dict[str, Any] = {}
     for key in RUN_KEYS:

@@ -23,9 +23,9 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # the repository's package (the operator's readers, the tests)
-    from workloads.container.tpu_rl_program import ListingTooLongError
+    from workloads.container.tpu_rl_program import FailedError
 else:  # python3 /tpu-rl/checkpoint_scan.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
-    from tpu_rl_program import ListingTooLongError
+    from tpu_rl_program import FailedError
 
 COMMIT_FILE = "commit_success.txt"
 PARAMS_DIR = "model_params/"
@@ -34,6 +34,10 @@ NOTHING_TO_EXPORT = 3
 """Exit code when no complete checkpoint exists (core.names.SETUP_FAILURE_EXIT: never retried)."""
 MAX_PAGES = 100
 """Pages of step folders (1,000 each) before the listing is refused as endless."""
+
+
+class ListingTooLongError(FailedError):
+    """A GCS listing that did not end within its bound of pages (``MAX_PAGES``)."""
 
 
 def split_uri(uri):

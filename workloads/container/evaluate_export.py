@@ -1,8 +1,8 @@
 """A step's program that grades the export on held-out questions. It runs in the MaxText post-training image as a
 file of the evaluation's ConfigMap, beside the files it imports (``workloads.specs.commands.program_imports``):
 ``hf_model.py`` (``core/hf_model.py``), the grader (``evaluate_grader.py``), what a step prints of outside text
-(``shown.py``) and how a run ends (``tpu_rl_program.py``). The exported model answers
-each question as training prompted it, and the step records how many answers were right.
+(``shown.py``), how a run ends (``tpu_rl_program.py``) and a download's capped file (``tpu_rl_download.py``). The
+exported model answers each question as training prompted it, and the step records how many answers were right.
 
     python3 evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON
 
@@ -73,12 +73,14 @@ if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import evaluate_grader as grading
     from workloads.container import shown
-    from workloads.container.tpu_rl_program import FAILED, REFUSED, CappedFile, FailedError, RefusedError
+    from workloads.container.tpu_rl_download import CappedFile
+    from workloads.container.tpu_rl_program import FAILED, REFUSED, FailedError, RefusedError
 else:  # python3 /tpu-rl/evaluate_export.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import evaluate_grader as grading
     import hf_model
     import shown
-    from tpu_rl_program import FAILED, REFUSED, CappedFile, FailedError, RefusedError
+    from tpu_rl_download import CappedFile
+    from tpu_rl_program import FAILED, REFUSED, FailedError, RefusedError
 
 PREFIX = "tpu-rl evaluate: "
 USAGE = "usage: evaluate_export.py EXPORT_URI WORK_DIR RECORD_URI SPEC_JSON"
@@ -253,8 +255,9 @@ def split_uri(uri: str, what: str, folder: bool) -> tuple[str, str]:
 
 
 def load_grader(import_module: Any = None, version: Any = None) -> grading.Grader:
-    """math-verify and sympy from the image (MaxText 0.2.4's post-training requirements pin ``math-verify>=0.9.0``
-    and ``sympy>=1.14.0``: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image has none."""
+    """math-verify and sympy from the image (MaxText 0.2.5's post-training requirements pin ``math-verify>=0.9.0``
+    and ``sympy>=1.14.0``, as 0.2.4's did: its ``utils_rl.py`` imports math-verify); ``RefusedError`` when the image
+    has none."""
     import importlib
     from importlib import metadata
 

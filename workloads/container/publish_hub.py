@@ -1,6 +1,6 @@
 """The publish step's program, run in the MaxText image as a file of its ConfigMap (with ``hf_model.py``,
-``core/hf_model.py``, ``shown.py`` and ``tpu_rl_program.py`` beside it): the verified export, from GCS to a branch of a
-Hub model repository.
+``core/hf_model.py``, ``shown.py``, ``tpu_rl_program.py`` and ``tpu_rl_download.py`` beside it): the verified export,
+from GCS to a branch of a Hub model repository.
 
     python3 publish_hub.py EXPORT_URI CARD_DIR WORK_DIR RECORD_URI
 
@@ -40,11 +40,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from core import hf_model
     from workloads.container import shown
-    from workloads.container.tpu_rl_program import FAILED, REFUSED, CappedFile
+    from workloads.container.tpu_rl_download import CappedFile
+    from workloads.container.tpu_rl_program import FAILED, REFUSED
 else:  # python3 /tpu-rl/publish_hub.py: hf_model.py (core's) and its other imports are files of its ConfigMap
     import hf_model
     import shown
-    from tpu_rl_program import FAILED, REFUSED, CappedFile
+    from tpu_rl_download import CappedFile
+    from tpu_rl_program import FAILED, REFUSED
 
 
 def fail(message: str, code: int = FAILED) -> None:

@@ -1,7 +1,7 @@
 """The restart drill (``tpu-rl:workflow.restartDrill``): ends a fresh training attempt once, after the run's first
 checkpoint is committed, so that the JobSet restarts it on the same nodes and `make report` measures the restart's
 start-up (docs/restart-drill.md). Run in the MaxText image beside train_rl as ``python3 /tpu-rl/restart_drill.py``, a
-file of the training step's ConfigMap beside ``tpu_rl_program.py``, which it imports; standard library only.
+file of the training step's ConfigMap beside ``tpu_rl_watch.py``, which it imports; standard library only.
 
     python3 restart_drill.py PID LOG FINAL_STEP MARKER ACTOR_URI
 
@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
-    from workloads.container.tpu_rl_program import LogFollower, alive, stop
-else:  # python3 /tpu-rl/restart_drill.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
-    from tpu_rl_program import LogFollower, alive, stop
+    from workloads.container.tpu_rl_watch import LogFollower, alive, stop
+else:  # python3 /tpu-rl/restart_drill.py: tpu_rl_watch.py is a file of the same ConfigMap, its folder on sys.path
+    from tpu_rl_watch import LogFollower, alive, stop
 
 SAYS = "tpu-rl: restart drill: "
 """How the drill's line begins in the attempt's log and side file (``workloads.observe.startup`` reads it there)."""

@@ -1,6 +1,6 @@
 """The training head's view of its TPU slice: its attempt's worker pods, read from the Kubernetes API (run in the
-MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a file of its ConfigMap beside ``shown.py``
-and ``tpu_rl_program.py``, which it imports; standard library only).
+MaxText image by the training script as ``python3 /tpu-rl/slice_state.py``, a file of its ConfigMap beside ``shown.py``,
+``tpu_rl_program.py`` and ``tpu_rl_watch.py``, which it imports; standard library only).
 
     python3 slice_state.py wait ACCOUNT_DIR WORKERS SECONDS BASELINE LOG EXIT   # before train_rl starts
     python3 slice_state.py check ACCOUNT_DIR WORKERS SECONDS BASELINE           # after train_rl died of an error
@@ -53,10 +53,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
     from workloads.container import shown
-    from workloads.container.tpu_rl_program import FailedError, RefusedError, duration, interval
+    from workloads.container.tpu_rl_program import FailedError, RefusedError
+    from workloads.container.tpu_rl_watch import duration, interval
 else:  # python3 /tpu-rl/slice_state.py: what it imports are files of the same ConfigMap, its folder on sys.path
     import shown
-    from tpu_rl_program import FailedError, RefusedError, duration, interval
+    from tpu_rl_program import FailedError, RefusedError
+    from tpu_rl_watch import duration, interval
 
 JOBSET_UID_ENV = "TPU_RL_JOBSET_UID"
 ATTEMPT_ENV = "TPU_RL_RESTART_ATTEMPT"
@@ -174,7 +176,11 @@ def worker(pod: dict[str, Any]) -> Worker:
 class Api:
     """The pods of this attempt, through the in-cluster API server: one bounded GET of a list (the standard
     library's ``urllib`` with the mounted CA, like the image's other programs of this project: the module is also
-    imported by the pure step builders, which may import no network library)."""
+    imported by the pure step builders, which may import no network library).
+
+    Not the ``kubernetes`` client library: the MaxText image has none. MaxText 0.2.5's wheel lists it only in
+    ``dependencies/requirements/*/runner-requirements.txt`` (the xpk runner's), not in the
+    ``tpu-post-train-requirements.txt`` the post-training image is built from, nor in what those pull in."""
 
     def __init__(self, account_dir: str, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ

@@ -1,5 +1,5 @@
 """Ends a training attempt that stopped making progress (run in the MaxText image beside train_rl as
-``python3 /tpu-rl/stall_watchdog.py``, a file of the training step's ConfigMap beside ``tpu_rl_program.py``, which it
+``python3 /tpu-rl/stall_watchdog.py``, a file of the training step's ConfigMap beside ``tpu_rl_watch.py``, which it
 imports; standard library only).
 
     python3 stall_watchdog.py PID LOG SECONDS MARKER [BUDGET SLICE_BASELINE]
@@ -44,9 +44,9 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING or __package__:  # the repository's package (the tests)
-    from workloads.container.tpu_rl_program import LogFollower, alive, duration, interval, stop
-else:  # python3 /tpu-rl/stall_watchdog.py: tpu_rl_program.py is a file of the same ConfigMap, its folder on sys.path
-    from tpu_rl_program import LogFollower, alive, duration, interval, stop
+    from workloads.container.tpu_rl_watch import LogFollower, alive, duration, interval, stop
+else:  # python3 /tpu-rl/stall_watchdog.py: tpu_rl_watch.py is a file of the same ConfigMap, its folder on sys.path
+    from tpu_rl_watch import LogFollower, alive, duration, interval, stop
 
 PROGRESS = re.compile(
     r"\] (?:Train step (?P<step>[0-9]{1,12}) training loss"

@@ -1,6 +1,6 @@
 """The evaluations MaxText's RL trainer logs, per attempt, from the training container's output.
 
-``train_rl.py`` (MaxText 0.2.5, lines 743-746 and 781-784; the text is 0.2.4's) and ``hooks.py`` (98-102) log,
+``train_rl.py`` (MaxText 0.2.5, lines 743-746 and 781-784; 0.2.4 logs the same text) and ``hooks.py`` (98-102) log,
 through absl, when ``num_test_batches > 0``::
 
     W1130 05:02:03.000000 1 train_rl.py:744] Pre RL Training: corr=12, total=40, accuracy=30.0%,

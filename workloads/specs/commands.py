@@ -459,7 +459,8 @@ def program_imports(file_name: str) -> tuple[str, ...]:
     """The files of ``workloads/container`` (and ``CORE_FILES``, ``core``'s) the program ``file_name`` imports from its
     folder (``_BESIDE``), read from its source: each goes into every ConfigMap that holds the importer
     (``program_files``). ``shown.py``, what a step prints of a text from elsewhere, is one, for every program that
-    prints such text; ``tpu_rl_program.py``, how a run ends and the process helpers, another; a snippet imports none."""
+    prints such text; ``tpu_rl_program.py``, how a run ends, another; ``tpu_rl_watch.py``, training's watchers' helpers,
+    only training's programs import; a snippet imports none."""
     if file_name in SNIPPETS:
         return ()
     source = _core_source(file_name) if file_name in CORE_FILES else _container_source(file_name)

@@ -64,8 +64,8 @@ EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"  # JobSet: each Job al
 
 HEAD_GRACE_SECONDS = 120
 """The Pathways head's termination grace period (a JobSet restart, the deadline, a drained node). train_rl
-installs no SIGTERM handler (MaxText 0.2.4 train_rl, tunix c4ec573's learner and orbax's checkpoint manager
-install none; orbax's ``reached_preemption`` is always False on the Pathways proxy), so it dies as soon as
+installs no SIGTERM handler (MaxText 0.2.4's and 0.2.5's train_rl, tunix c4ec573's learner and orbax's checkpoint
+manager install none; orbax's ``reached_preemption`` is always False on the Pathways proxy), so it dies as soon as
 the training script forwards SIGTERM, and an asynchronous checkpoint save in flight is abandoned: no grace
 period lets it commit (its ``commit_success.txt`` is written by the dying process). What the grace covers is
 the script's own work after that: stopping the watchdog and the log readers, copying the attempt's log (up
