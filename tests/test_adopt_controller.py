@@ -610,8 +610,7 @@ def test_the_keys_checked_are_every_one_the_manifests_and_readers_rely_on():
     readers' selectors: a manifest that starts relying on another key fails here until ``RELIED_ON`` names it, and
     ``make controller`` then checks it in every release."""
     from infra.k8s.kueue import cluster_queue, cpu_flavor, local_queue, tpu_flavor
-    from workloads.observe.live_state import JOB_UID_LABEL
-    from workloads.observe.pod_state import JOBSET_LABEL
+    from infra.k8s.live_objects import JOB_UID_LABEL, JOBSET_LABEL
     from workloads.observe.startup import REPLICATED_JOB_LABEL
     from workloads.specs.step_specs import plan_workflow
 
@@ -697,7 +696,7 @@ def test_a_release_without_the_files_that_say_the_keys_is_refused(tmp_path, chec
 # The words of the controllers the stack's rules match (core.controller_strings.STRINGS)
 
 SUBJECT_FIELDS = frozenset({"reason", "message", "type", "phase", "terminal_state"})
-"""A controller's words in the objects the readers parse (``workloads.observe.objects``): a condition's type, reason
+"""A controller's words in the objects the readers parse (``infra.k8s.live_objects``): a condition's type, reason
 and message, an event's reason and message, a pod's phase, a JobSet's terminal state."""
 SUBJECT_NAMES = frozenset({"reason", "reasons", "message"})
 """Local names the rules give those words (``reason = event.reason``; ``reasons``: an event reason -> its message)."""

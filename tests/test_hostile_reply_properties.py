@@ -268,16 +268,16 @@ POD = step_pod(LIVE, "worker", "running")
 def test_a_cluster_object_of_any_shape_is_a_status_or_one_line(obj, queued, pod):
     """`make status`'s row of the step (its JobSet and Workloads, parsed where read) and `make logs`' choice of a
     pod: the row, or the one ``BoundaryError`` line the tools print (exit 2)."""
+    from infra.k8s import live_objects
     from tools.logs import choose
     from tools.status import StepStatus, render, step_status
-    from workloads.observe import objects
 
     try:
-        typed = objects.jobset(obj, "JobSet tpu-rl/x")
-        found = step_status(DEV.train, typed, objects.workloads([queued], "the Workloads"))
+        typed = live_objects.jobset(obj, "JobSet tpu-rl/x")
+        found = step_status(DEV.train, typed, live_objects.workloads([queued], "the Workloads"))
         assert isinstance(found, StepStatus)
         render(stack_settings("dev", []), DEV, [found], datetime(2026, 9, 21, tzinfo=UTC))
-        choose(DEV.train, objects.pods([pod], "the pods"))
+        choose(DEV.train, live_objects.pods([pod], "the pods"))
     except Exception as err:  # noqa: BLE001 (the property: what it is)
         one_line(err)
         assert not isinstance(err, BoundaryError) or err.exit_code == 2, "an object of another shape exits 2"

@@ -87,7 +87,7 @@ def test_the_clusters_ca_is_a_file_written_whole_before_any_reader_gets_its_name
     readers = [reader(cluster.kubeconfig()) for _ in range(2)]
     assert [r.get(JOBSET, "JobSet", "tpu-rl", "absent") for r in readers] == [None, None]
     ca = base64.b64decode(cluster.kubeconfig()["clusters"][0]["cluster"]["certificate-authority-data"])
-    assert [Path(name).read_bytes() for name in live._FILES.values()].count(ca) == 1, "one file per content"
+    assert [Path(name).read_bytes() for name in credentials._FILES.values()].count(ca) == 1, "one file per content"
     bad = copy.deepcopy(cluster.kubeconfig())
     bad["clusters"][0]["cluster"]["certificate-authority-data"] = "not base64!"
     with pytest.raises(live.ClusterReadError, match="certificate-authority-data is not base64"):

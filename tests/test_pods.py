@@ -8,9 +8,9 @@ import pytest
 
 from core.redact import scrub
 from core.tpu import Capacity
+from infra.k8s import live_objects
 from tests.fake_kube import AUTOSCALER_MESSAGES, SCHEDULER_MESSAGE, T0, T1, pod_event, step_pod
 from tests.lifecycle_walk import settings
-from workloads.observe import objects
 from workloads.observe import pod_state as pods
 from workloads.observe.failures import failure_detail
 from workloads.specs.step_specs import plan_workflow
@@ -22,13 +22,13 @@ CTX = settings("prod", []).kube_context
 """The kubeconfig context of the stack's cluster, which a fix's command names."""
 
 
-def typed_pods(raw: list) -> list[objects.Pod]:
-    """Pods as the reader's boundary hands them on (``workloads.observe.objects``)."""
-    return objects.pods(raw, "test pods")
+def typed_pods(raw: list) -> list[live_objects.Pod]:
+    """Pods as the reader's boundary hands them on (``infra.k8s.live_objects``)."""
+    return live_objects.pods(raw, "test pods")
 
 
-def typed_events(raw: list) -> list[objects.Event]:
-    return objects.events(raw, "test events")
+def typed_events(raw: list) -> list[live_objects.Event]:
+    return live_objects.events(raw, "test events")
 
 
 def test_an_unschedulable_pod_names_its_pool_and_the_schedulers_reason():

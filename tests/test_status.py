@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from core.deadline import BUDGETS, Budget
+from infra.k8s import live_objects
 from tests.fake_kube import with_state, workload
 from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
 from tools import status as status_cli
-from workloads.observe import objects
 from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
@@ -191,7 +191,7 @@ def test_status_shows_the_slice_away_and_what_the_restarted_head_waits_for_until
 )
 def test_a_step_is_pending_until_its_pods_are_ready(step, obj, state):
     """Created but waiting (unschedulable TPU pods, image pulls) reads as pending, not running."""
-    typed = None if obj is None else objects.jobset(obj, "test JobSet")
+    typed = None if obj is None else live_objects.jobset(obj, "test JobSet")
     assert status_cli.step_status(getattr(DEV, step), typed).state == state
 
 

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from core.redact import TERMINAL_CONTROLS
-from infra.k8s.live import ClusterReadError
+from infra.k8s import live_objects
+from infra.k8s.live import ClusterReader, ClusterReadError
 from tests.conftest import slug
 from tests.fake_kube import (
     AUTOSCALER_MESSAGES,
@@ -23,7 +24,7 @@ from tests.fake_kube import (
     workload,
 )
 from tests.lifecycle_walk import settings
-from workloads.observe import objects, waiting
+from workloads.observe import waiting
 from workloads.observe.live_state import NEVER_FITS, Admission, admission, live_step, retry_marker
 from workloads.observe.waiting import POLL_SECONDS, Bounds, StepWaitError
 from workloads.specs.step_specs import plan_workflow
@@ -77,9 +78,9 @@ def raw_jobset(state: str = "pending", *, suspend: bool | None = True) -> dict:
     return obj
 
 
-def jobset(state: str = "pending", *, suspend: bool | None = True) -> objects.JobSet:
-    """The JobSet as the reader's boundary hands it on (``workloads.observe.objects``)."""
-    return objects.jobset(raw_jobset(state, suspend=suspend), "test JobSet")
+def jobset(state: str = "pending", *, suspend: bool | None = True) -> live_objects.JobSet:
+    """The JobSet as the reader's boundary hands it on (``infra.k8s.live_objects``)."""
+    return live_objects.jobset(raw_jobset(state, suspend=suspend), "test JobSet")
 
 
 def wl(state: str, created: str = T1, active: bool | None = None, **conditions: tuple[str, str, str]):
@@ -92,11 +93,11 @@ def wl(state: str, created: str = T1, active: bool | None = None, **conditions: 
         item["status"]["conditions"] = [
             {"type": kind, "status": s, "reason": r, "message": m} for kind, (s, r, m) in conditions.items()
         ]
-    (parsed,) = objects.workloads([item], "test Workloads")
+    (parsed,) = live_objects.workloads([item], "test Workloads")
     return parsed
 
 
-def pending(message: str) -> tuple[objects.JobSet, list[objects.Workload]]:
+def pending(message: str) -> tuple[live_objects.JobSet, list[live_objects.Workload]]:
     return jobset(), [wl("queued", QuotaReserved=("False", "Pending", message))]
 
 
@@ -337,7 +338,7 @@ def test_kueue_text_cannot_reach_the_terminal(clock):
 
 
 RAW_STUCK_POD = step_pod(TRAIN.manifest, "pathways-head", "unschedulable")
-STUCK_POD = objects.pods([step_pod(TRAIN.manifest, "pathways-head", "unschedulable")], "test pods")[0]
+STUCK_POD = live_objects.pods([step_pod(TRAIN.manifest, "pathways-head", "unschedulable")], "test pods")[0]
 ADMITTED = jobset("running", suspend=False)
 
 
@@ -349,7 +350,7 @@ def unschedulable_reads(events=None):
         if isinstance(events, Exception):
             raise events
         raw = events if events is not None else [pod_event(RAW_STUCK_POD, "FailedScaleUp")]
-        return objects.events(raw, "test events")
+        return live_objects.events(raw, "test events")
 
     reads = waiting.Unschedulable(events=read_events, fix=lambda pool: f"fix {pool}", then="It stays pending")
     return reads, calls
@@ -362,7 +363,7 @@ def run_unschedulable(clock, script, events=None):
     def read():
         return script(clock.t)
 
-    result: objects.JobSet | StepWaitError
+    result: live_objects.JobSet | StepWaitError
     try:
         result = waiting.wait_for_step(read, WHAT, BOUNDS, report=lines.append, unschedulable=reads)
     except StepWaitError as err:
@@ -388,7 +389,7 @@ def test_scheduled_one_poll_before_the_bound_waits_on(clock):
         pods = (
             [STUCK_POD]
             if t < BOUNDS.unschedulable - POLL_SECONDS
-            else objects.pods([step_pod(TRAIN.manifest, "pathways-head", "running")], "test pods")
+            else live_objects.pods([step_pod(TRAIN.manifest, "pathways-head", "running")], "test pods")
         )
         return (
             (ADMITTED if t < BOUNDS.unschedulable + 60 else jobset("completed", suspend=False)),
@@ -432,8 +433,8 @@ def test_unreadable_events_still_give_the_schedulers_words(clock):
     assert calls == [1] and f"scheduler: {SCHEDULER_MESSAGE.rstrip('.')}. fix cpu-np" in str(result)
 
 
-class StubReader:
-    """What the bounded reader returns (its own checks passed: JSON objects), in any shape."""
+class StubReader(ClusterReader):
+    """What the bounded reader's requests return (its own checks passed: JSON objects), in any shape."""
 
     def __init__(self, obj, workloads=(), pods=()):
         self.obj, self.workloads, self.found = obj, list(workloads), list(pods)
@@ -458,7 +459,7 @@ class StubReader:
     ids=["jobset", "workload", "pod"],
 )
 def test_an_object_of_another_shape_is_a_failed_read_naming_it(reader, words):
-    """read_step is where the wait's objects enter: a shape the API does not send is a ClusterReadError (the wait
+    """The reader is where the wait's objects enter: a shape the API does not send is a ClusterReadError (the wait
     reports it as an unreadable cluster, one line), never a TypeError in the code past it."""
     with pytest.raises(ClusterReadError) as failed:
         waiting.read_step(reader, "tpu-rl", TRAIN.name, queued=True, pods=True)
@@ -482,17 +483,17 @@ GONE = (
 )
 
 
-def recovering_wl(since: str = SINCE) -> objects.Workload:
+def recovering_wl(since: str = SINCE) -> live_objects.Workload:
     item = workload(raw_jobset("pending", suspend=False), "recovering", since=since)
     item["metadata"]["creationTimestamp"] = T1
-    (parsed,) = objects.workloads([item], "test Workloads")
+    (parsed,) = live_objects.workloads([item], "test Workloads")
     return parsed
 
 
-def worker_pods(state: str, hosts: int = 2) -> list[objects.Pod]:
+def worker_pods(state: str, hosts: int = 2) -> list[live_objects.Pod]:
     raw = [step_pod(TRAIN.manifest, "worker", state, index=i, message=GONE) for i in range(hosts)]
     head = step_pod(TRAIN.manifest, "pathways-head", "running")
-    return objects.pods([head, *raw], "test pods")
+    return live_objects.pods([head, *raw], "test pods")
 
 
 WORKER = f"{TRAIN.name}-worker-0-0-x7k2p"
@@ -507,7 +508,7 @@ RECOVERY_LINE = (
 def run_recovery(clock, script, bounds: Bounds = RECOVERY_BOUNDS):
     reads, calls = unschedulable_reads()
     lines: list[str] = []
-    result: objects.JobSet | StepWaitError
+    result: live_objects.JobSet | StepWaitError
     try:
         result = waiting.wait_for_step(
             lambda: (*script(clock.t), None)[:3], WHAT, bounds, report=lines.append, unschedulable=reads
@@ -615,7 +616,7 @@ def test_what_counts_as_kueues_recovery(change, recovering):
     base = {c.type: (c.status, c.reason, c.message) for c in recovering_wl().status.conditions}
     found = read([wl("admitted", **{**base, **change})], RECOVERY)
     assert (found is not None) == recovering
-    inactive = recovering_wl().model_copy(update={"spec": objects.WorkloadSpec(active=False)})
+    inactive = recovering_wl().model_copy(update={"spec": live_objects.WorkloadSpec(active=False)})
     assert read([inactive], RECOVERY) is None and read([], RECOVERY) is None
     assert read([wl("deactivated", created=T0), recovering_wl()], RECOVERY) is not None, "the newest counts"
 

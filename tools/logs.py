@@ -26,26 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from core import deadline
-from core.boundary import BoundaryError
 from core.bounded import Cap
 from core.errors import BadInputError, TpuRlError
 from core.redact import env_secrets, redact_text, remember, scrub
 from core.settings import Settings
 from core.steps import STEPS
-from infra.k8s import live
+from infra.k8s import live, live_objects
 from infra.transports import read_response
 from tools.notices import hide_python_version_notice
 from tools.process import entry_point, report
 from tools.status import kubeconfig_for, load_settings
-from workloads.observe import objects
 from workloads.specs.step_specs import Step
 
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 DEFAULT_TAIL = 200
 MAX_TAIL = 10_000
 MAX_LOG_BYTES = 4 * 1024 * 1024
@@ -123,12 +119,12 @@ def _step(settings: Settings, name: str, steps: dict[str, Step]) -> Step:
     raise LogsError(f"stack {settings.stack} runs no {name} step{why}; its steps are {', '.join(steps)}")
 
 
-def _attempt(pod: objects.Pod) -> int:
+def _attempt(pod: live_objects.Pod) -> int:
     text = pod.metadata.labels.get(RESTART_LABEL, "0")
     return int(text) if text.isascii() and text.isdigit() else 0
 
 
-def _failed(pod: objects.Pod) -> str | None:
+def _failed(pod: live_objects.Pod) -> str | None:
     """The container that failed in ``pod`` (its name; the pod's phase alone: ``""``), or None."""
     for status in pod.status.container_statuses:
         code = status.state.terminated.exit_code if status.state.terminated else None
@@ -137,7 +133,7 @@ def _failed(pod: objects.Pod) -> str | None:
     return "" if pod.status.phase == "Failed" else None
 
 
-def _order(pod: objects.Pod) -> tuple[int, int, str]:
+def _order(pod: live_objects.Pod) -> tuple[int, int, str]:
     """The coordinator first: job index 0, completion index 0 (then by name)."""
     labels = pod.metadata.labels
 
@@ -148,7 +144,7 @@ def _order(pod: objects.Pod) -> tuple[int, int, str]:
     return index(JOB_INDEX_LABEL), index(COMPLETION_INDEX_LABEL), pod.metadata.name
 
 
-def choose(step: Step, pods: list[objects.Pod], wanted: str | None = None) -> Choice:
+def choose(step: Step, pods: list[live_objects.Pod], wanted: str | None = None) -> Choice:
     """Which pod (and container) of the step's pods to read: ``wanted``, else of the newest attempt the one that
     failed, else the coordinator (module docstring)."""
     if not pods:
@@ -187,13 +183,12 @@ def read_logs(settings: Settings, step: Step, reader: LogReader, tail: int, want
     """The chosen pod and its redacted log (bounded reads)."""
     namespace = settings.namespace
     try:
-        if reader.get(JOBSET_API, "JobSet", namespace, step.name) is None:
+        if reader.get(live_objects.JOBSET_API, "JobSet", namespace, step.name) is None:
             raise NoPodsError(f"step {step.step} has not started: JobSet {namespace}/{step.name} does not exist")
-        listed = reader.pods(namespace, f"{JOBSET_LABEL}={step.name}")
-        pods = objects.pods(listed, f"the pods of JobSet {namespace}/{step.name}")
+        pods = reader.step_pods(namespace, step.name)
         choice = choose(step, pods, wanted)
         text = reader.pod_log(namespace, choice.pod, choice.container, tail)
-    except (live.ClusterReadError, BoundaryError) as err:
+    except live.ClusterReadError as err:
         raise LogsError(f"cannot read the cluster: {err}", exit_code=err.exit_code) from None
     return choice, redact_text(text)
 

@@ -39,7 +39,6 @@ from tools.process import entry_point, report
 from tools.status import kubeconfig_for, load_settings
 from workloads.observe import slice_maintenance
 from workloads.observe.live_state import live_step
-from workloads.observe.waiting import read_jobsets
 
 MERGE_PATCH = "application/merge-patch+json"
 """A JSON merge patch (RFC 7386) of the node's labels, as `kubectl label` changes one label and leaves the rest."""
@@ -102,7 +101,7 @@ class NodeLabeler(live.ClusterReader):
 def running_training(reader: live.ClusterReader, settings: Settings) -> list[str]:
     """The stack's training JobSets that have not ended (running, restarting, or queued to start)."""
     selector = f"app.kubernetes.io/instance={settings.cluster_name},app.kubernetes.io/component=train"
-    found = read_jobsets(reader, settings.namespace, selector)
+    found = reader.jobsets(settings.namespace, selector)
     return sorted(obj.metadata.name for obj in found if live_step(obj).state == "running")
 
 

@@ -27,9 +27,9 @@ from core.errors import BadInputError, TpuRlError
 from core.redact import env_secrets, remember, scrub
 from core.settings import Settings
 from infra.k8s import credentials, live
+from infra.k8s.live_objects import JobSet, JobSetStatus, Workload, true_condition
 from tools.notices import hide_python_version_notice
 from tools.process import entry_point, report
-from workloads.observe import objects
 from workloads.observe.live_state import live_step
 from workloads.observe.waiting import read_step
 from workloads.specs.step_specs import Step, Workflow
@@ -64,13 +64,13 @@ class StepStatus:
         return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _condition_time(status: objects.JobSetStatus, *types: str) -> datetime | None:
+def _condition_time(status: JobSetStatus, *types: str) -> datetime | None:
     """When the first of the conditions `types` that is True became True."""
-    found = next(filter(None, (objects.true_condition(status.conditions, kind) for kind in types)), None)
+    found = next(filter(None, (true_condition(status.conditions, kind) for kind in types)), None)
     return found.last_transition_time if found else None
 
 
-def step_status(step: Step, obj: objects.JobSet | None, workloads: list[objects.Workload] | None = None) -> StepStatus:
+def step_status(step: Step, obj: JobSet | None, workloads: list[Workload] | None = None) -> StepStatus:
     """The state of one step from its live JobSet (None: not created yet) and, for a step queued to Kueue,
     its Workloads."""
     if obj is None:
@@ -87,7 +87,7 @@ def step_status(step: Step, obj: objects.JobSet | None, workloads: list[objects.
     )
 
 
-def _all_pods_ready(obj: objects.JobSet) -> bool:
+def _all_pods_ready(obj: JobSet) -> bool:
     """Whether a running JobSet has its pods up (else it is waiting: pending).
 
     It counts, per replicated Job, the child Jobs whose pods are all ready or completed

@@ -25,12 +25,12 @@ from core.redact import scrub
 from core.settings import Settings
 from core.tpu import Capacity, TpuVersionName
 from infra.k8s import credentials, live
+from infra.k8s.live_objects import Pod
 from infra.stop import StopError, log_info, log_warn, stop
 from infra.threads import in_daemon_thread
 from workloads.observe import live_state, pod_state, slice_maintenance, waiting
 from workloads.observe.exported import Exported
 from workloads.observe.failures import DETAIL, failure_detail
-from workloads.observe.objects import Pod
 from workloads.specs.step_specs import Step
 
 if TYPE_CHECKING:
@@ -346,7 +346,7 @@ class LiveReader:
                     reader.close()
 
             unschedulable = waiting.Unschedulable(
-                events=lambda: fresh(lambda reader: waiting.read_pod_events(reader, namespace)),
+                events=lambda: fresh(lambda reader: reader.pod_events(namespace)),
                 fix=lambda pool: pod_state.pool_fix(
                     pool,
                     capacity=args.capacity,
@@ -372,7 +372,7 @@ class LiveReader:
                 status = obj.status.model_dump(mode="json", by_alias=True)
                 if live_state.live_step(obj).state == "failed":
                     try:
-                        found = fresh(lambda reader: waiting.read_pods(reader, namespace, step.name))
+                        found = fresh(lambda reader: reader.step_pods(namespace, step.name))
                     except live.ClusterReadError:
                         found = []  # the failure is reported without what its pods say
                     detail = failure_detail(step, pod_state.oom_killed(found))
@@ -397,7 +397,7 @@ class LiveReader:
             reader = self.connect(args[0])
             try:
                 for step in steps:
-                    found += waiting.read_pods(reader, namespace, step.name)
+                    found += reader.step_pods(namespace, step.name)
             except live.ClusterReadError as err:
                 log_warn(f"no image digests for the model card: cannot read the pods ({err})", self.parent)
                 return {}
@@ -415,7 +415,7 @@ class LiveReader:
 
         def read(config: str) -> str:
             try:
-                items = waiting.read_jobsets(self._cluster(config), namespace, selector)
+                items = self._cluster(config).jobsets(namespace, selector)
             except live.ClusterReadError as err:
                 self._unreadable(f"the training runs in {namespace}", err)
                 return ""

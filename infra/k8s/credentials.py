@@ -1,7 +1,8 @@
 """A kubeconfig read with limits and its credentials (no Pulumi): the text parsed and its shape checked before the
 Kubernetes client's loader (``kubernetes.config.load_kube_config_from_dict``) sees it, and its exec plugin
 (``gke-gcloud-auth-plugin``) run within the ``auth-plugin`` budget of ``core.deadline``, the token it prints handed to
-the loader (``infra.k8s.live.ClusterReader`` reads with them).
+the loader, and its inline certificates and key written to files of this process for it (``_as_files``)
+(``infra.k8s.live.ClusterReader`` reads with them).
 
 The plugin is run here, not through the client's ``ExecProvider``: ``ExecProvider.run``
 (``kubernetes/config/exec_provider.py``) waits on the plugin's ``communicate()`` with no timeout, so a caller that
@@ -15,13 +16,17 @@ same ``apiVersion`` whose ``status`` holds a token or a client certificate and k
 
 from __future__ import annotations
 
+import atexit
 import base64
+import binascii
 import contextlib
 import json
 import os
 import selectors
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -326,3 +331,54 @@ def _credential(config: dict[str, Any], budget: deadline.Budget) -> dict[str, An
             "client-key-data": base64.b64encode(status["clientKeyData"].encode()).decode(),
         }
     raise ClusterReadError(f"{name} did not print an ExecCredential with a token")
+
+
+INLINE_FILES = (
+    ("clusters", "cluster", "certificate-authority"),
+    ("users", "user", "client-certificate"),
+    ("users", "user", "client-key"),
+)
+"""The kubeconfig's ``<key>-data`` entries (base64) the client needs as files."""
+_FILES: dict[bytes, str] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _file_holding(data: bytes) -> str:
+    """A private file with ``data``, written whole before its name is given out, once per content and process.
+
+    The Kubernetes client would write it itself (kubernetes 37.0.2 ``config/kube_config.py``
+    ``_create_temp_file_with_content``), but it records the file's name before writing the content, so a second
+    reader loading the same kubeconfig in another thread can take the still-empty file: its TLS then fails with
+    ``NO_CERTIFICATE_OR_CRL_FOUND`` (seen in this suite; `up` reads the cluster from several threads)."""
+    with _FILES_LOCK:
+        name = _FILES.get(data)
+        if name is None:
+            fd, name = tempfile.mkstemp(prefix="tpu-rl-kube-")  # 0600
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            _FILES[data] = name
+            if len(_FILES) == 1:
+                atexit.register(_remove_files)
+        return name
+
+
+def _remove_files() -> None:
+    for name in _FILES.values():
+        with contextlib.suppress(OSError):
+            os.remove(name)
+
+
+def _as_files(config: dict[str, Any]) -> None:
+    """Each ``<key>-data`` of the (checked, copied) kubeconfig's cluster and user as ``<key>``, a file holding the
+    decoded bytes (``_file_holding``), so the client reads the file and writes none. Raises ``ClusterReadError``."""
+    for section, kind, key in INLINE_FILES:
+        entry = config[section][0][kind]
+        data = entry.get(f"{key}-data")
+        if data is None:
+            continue
+        try:
+            decoded = base64.standard_b64decode(str(data))  # as the client decodes it (``FileOrData``)
+        except (binascii.Error, ValueError):
+            raise ClusterReadError(f"the kubeconfig is not usable: {key}-data is not base64") from None
+        entry[key] = _file_holding(decoded)
+        del entry[f"{key}-data"]

@@ -1,5 +1,9 @@
 """Bounded reads of live JobSets, Kueue Workloads, pods and events through the official Kubernetes client.
 
+What the program decides on leaves the reader typed (``infra.k8s.live_objects``): a step's JobSet, its Kueue
+Workloads, its pods, the namespace's pod events and JobSets, each parsed once where it is read; an object of another
+shape is a read that failed (``ClusterReadError``, one line).
+
 The program reads its steps' live objects before registering them (did a run fail, is one still
 going?), and `make status` reads them to show a run. How a read stays bounded and one line:
 
@@ -20,32 +24,29 @@ going?), and `make status` reads them to show a run. How a read stays bounded an
 
 from __future__ import annotations
 
-import atexit
-import base64
-import binascii
-import contextlib
 import copy
-import os
 import ssl
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from core import deadline
+from core.boundary import BoundaryError
 from core.bounded import Cap, ReplyEncodingError
 from core.errors import BAD_INPUT, TpuRlError
 from core.inputs import InputError, parse_json
 from core.printed_commands import ANY_STACK, kubectl, make_target
 from core.redact import scrub
+from infra.k8s import live_objects
 from infra.k8s.credentials import (
     ClusterReadError,
+    _as_files,
     _credential,
     check_kubeconfig,
     parse_kubeconfig,
 )
+from infra.k8s.live_objects import JOB_UID_LABEL, JOBSET_API, JOBSET_LABEL, WORKLOAD_API, Event, JobSet, Pod, Workload
 from infra.k8s.read_errors import DROPPED, described, speaks_plain_http, tls_error, tls_line
 from infra.transports import read_response
 
@@ -84,6 +85,12 @@ retry_sleep: Callable[[float], object] = time.sleep
 once on a clock they move on)."""
 Objects = list[dict[str, Any]]
 """A list of live objects (an alias: inside ``ClusterReader`` the name ``list`` is its method)."""
+Workloads = list[Workload]
+Pods = list[Pod]
+Events = list[Event]
+JobSets = list[JobSet]
+"""The typed lists the reader returns (aliases, as ``Objects``)."""
+T = TypeVar("T")
 
 
 class _NotAdmittedYetError(TpuRlError):
@@ -202,6 +209,34 @@ class ClusterReader:
     def nodes(self, label_selector: str) -> Objects:
         """The nodes matching a label selector, e.g. the slice's (``CoreV1Api.list_node``, every page)."""
         return self._pages("/api/v1/nodes", lambda api: api.core.list_node, (), label_selector=label_selector)
+
+    # -- typed reads: what the program decides on, parsed here once (``infra.k8s.live_objects``) ---------------
+
+    def jobset(self, namespace: str, name: str) -> JobSet | None:
+        """A step's JobSet (None: it does not exist)."""
+        raw = self.get(JOBSET_API, "JobSet", namespace, name)
+        return None if raw is None else _parsed(live_objects.jobset, raw, f"JobSet {namespace}/{name}")
+
+    def step_workloads(self, namespace: str, name: str, uid: str) -> Workloads:
+        """The Kueue Workloads of JobSet ``name``, selected by its UID (the Workload's name carries a hash,
+        ``workload_names.go``)."""
+        listed = self.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={uid}")
+        return _parsed(live_objects.workloads, listed, f"the Kueue Workloads of JobSet {namespace}/{name}")
+
+    def step_pods(self, namespace: str, jobset: str) -> Pods:
+        """The pods of a step's JobSet (the JobSet controller labels them with its name)."""
+        listed = self.pods(namespace, f"{JOBSET_LABEL}={jobset}")
+        return _parsed(live_objects.pods, listed, f"the pods of JobSet {namespace}/{jobset}")
+
+    def pod_events(self, namespace: str) -> Events:
+        """The namespace's pod events."""
+        listed = self.events(namespace, "involvedObject.kind=Pod")
+        return _parsed(live_objects.events, listed, f"the pod events of {namespace}")
+
+    def jobsets(self, namespace: str, selector: str) -> JobSets:
+        """The JobSets of ``namespace`` that ``selector`` selects."""
+        listed = self.list(JOBSET_API, "JobSet", namespace, selector)
+        return _parsed(live_objects.jobsets, listed, f"the JobSets of {namespace}")
 
     def helm_release(self, namespace: str, name: str) -> tuple[int, str] | None:
         """The newest revision of the Helm release ``name`` in ``namespace`` and its status, as Helm's storage
@@ -478,59 +513,19 @@ class ClusterReader:
         return self._plain
 
 
+def _parsed(parse: Callable[[Any, str], T], raw: Any, source: str) -> T:
+    """``parse(raw, source)``; an object of another shape is a read that failed (``ClusterReadError``, one line, exit 2
+    as ``BoundaryError`` says: a retry reads the same object), as an unreadable one is: the wait and `make status`
+    report it, and nothing past the reader re-checks it."""
+    try:
+        return parse(raw, source)
+    except BoundaryError as err:
+        raise ClusterReadError(str(err), exit_code=err.exit_code) from None
+
+
 Connect = Callable[[str], ClusterReader]
 """A reader of a cluster from its kubeconfig's text: ``ClusterReader`` itself in a real run (``program.world``), a
 double in the tests. The program reads the cluster only through the one it is given."""
-
-INLINE_FILES = (
-    ("clusters", "cluster", "certificate-authority"),
-    ("users", "user", "client-certificate"),
-    ("users", "user", "client-key"),
-)
-"""The kubeconfig's ``<key>-data`` entries (base64) the client needs as files."""
-_FILES: dict[bytes, str] = {}
-_FILES_LOCK = threading.Lock()
-
-
-def _file_holding(data: bytes) -> str:
-    """A private file with ``data``, written whole before its name is given out, once per content and process.
-
-    The Kubernetes client would write it itself (kubernetes 37.0.2 ``config/kube_config.py``
-    ``_create_temp_file_with_content``), but it records the file's name before writing the content, so a second
-    reader loading the same kubeconfig in another thread can take the still-empty file: its TLS then fails with
-    ``NO_CERTIFICATE_OR_CRL_FOUND`` (seen in this suite; `up` reads the cluster from several threads)."""
-    with _FILES_LOCK:
-        name = _FILES.get(data)
-        if name is None:
-            fd, name = tempfile.mkstemp(prefix="tpu-rl-kube-")  # 0600
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            _FILES[data] = name
-            if len(_FILES) == 1:
-                atexit.register(_remove_files)
-        return name
-
-
-def _remove_files() -> None:
-    for name in _FILES.values():
-        with contextlib.suppress(OSError):
-            os.remove(name)
-
-
-def _as_files(config: dict[str, Any]) -> None:
-    """Each ``<key>-data`` of the (checked, copied) kubeconfig's cluster and user as ``<key>``, a file holding the
-    decoded bytes (``_file_holding``), so the client reads the file and writes none. Raises ``ClusterReadError``."""
-    for section, kind, key in INLINE_FILES:
-        entry = config[section][0][kind]
-        data = entry.get(f"{key}-data")
-        if data is None:
-            continue
-        try:
-            decoded = base64.standard_b64decode(str(data))  # as the client decodes it (``FileOrData``)
-        except (binascii.Error, ValueError):
-            raise ClusterReadError(f"the kubeconfig is not usable: {key}-data is not base64") from None
-        entry[key] = _file_holding(decoded)
-        del entry[f"{key}-data"]
 
 
 def _status_message(body: Any) -> str:

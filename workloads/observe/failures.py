@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.errors import TpuRlError
-from workloads.observe import objects
+from infra.k8s import live_objects
 from workloads.observe.live_state import state_of
 from workloads.specs.step_specs import Step
 
@@ -38,9 +38,9 @@ def failure_detail(step: Step, oom: list[tuple[str, str]]) -> str:
 
 def check_step_status(kind: str, status: dict[str, Any] | None, namespace: str, name: str, logs_command: str) -> str:
     """Return the state of the status a step ended with (the program's wait's, or as the provider recorded it:
-    outside data, parsed here, ``objects.jobset_status``); raise ``StepFailedError`` naming the object, the
+    outside data, parsed here, ``live_objects.jobset_status``); raise ``StepFailedError`` naming the object, the
     reason, what its pods say and the logs command."""
-    parsed = objects.jobset_status(status, f"{kind} {namespace}/{name}")
+    parsed = live_objects.jobset_status(status, f"{kind} {namespace}/{name}")
     state, reason, message = state_of(parsed)
     if state != "failed":
         return state

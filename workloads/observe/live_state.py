@@ -37,10 +37,8 @@ import re
 from dataclasses import dataclass
 
 from core.names import ADOPTED, RETRY_ANNOTATION
-from workloads.observe.objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
+from infra.k8s.live_objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-"""Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""
 WAITING_FOR_QUOTA = ("insufficient unused quota", "Pending the preemption", "Preempting")
 """Kueue's words for a workload that fits the queue once others finish."""
 NEVER_FITS = (

@@ -21,10 +21,8 @@ from core.machines import machine_family
 from core.names import CPU_POOL, NODEPOOL_LABEL, TPU_ACCELERATOR_LABEL
 from core.printed_commands import kubectl
 from core.tpu import Capacity, TpuVersionName
-from workloads.observe.objects import Event, Pod
+from infra.k8s.live_objects import Event, Pod
 
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-"""The JobSet controller labels every pod of a JobSet with its name (a step's pods are selected by it)."""
 AUTOSCALER_REASONS = ("FailedScaleUp", "NotTriggerScaleUp", "TriggeredScaleUp")
 
 
@@ -100,7 +98,7 @@ def pool_fix(pool: str, *, capacity: Capacity, cpu_machine: str, version: TpuVer
 
 def explain_unschedulable(stuck: Stuck, reasons: dict[str, str], fix: str) -> str:
     """One sentence: the pod, its pool, the scheduler's and the autoscaler's words (printable since they were
-    read: ``workloads.observe.objects``), the fix."""
+    read: ``infra.k8s.live_objects``), the fix."""
     scheduler = (reasons.get("FailedScheduling") or stuck.message)[:300].rstrip(".")
     parts = [f"pod {stuck.pod[:100]} (pool {stuck.pool}): scheduler: {scheduler}"]
     for reason in AUTOSCALER_REASONS:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.observe.objects import Event
+from infra.k8s.live_objects import Event
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|µs|us|ns)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}

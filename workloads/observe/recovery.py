@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from core.config.values import format_duration
 from core.printed_commands import make_target
-from workloads.observe.objects import Workload, any_condition, true_condition
+from infra.k8s.live_objects import Workload, any_condition, true_condition
 from workloads.observe.pod_state import Stuck
 
 PODS_READY = "PodsReady"

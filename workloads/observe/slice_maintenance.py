@@ -38,7 +38,7 @@ from pydantic import Field
 from core.boundary import MAX_ITEMS, BoundaryError, Model, parse
 from core.names import TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL
 from core.redact import scrub
-from workloads.observe.objects import Conditions, Meta, any_condition
+from infra.k8s.live_objects import Conditions, Meta, any_condition
 
 SCHEDULED_LABEL = "cloud.google.com/scheduled-maintenance-time"
 PERFORM_LABEL = "cloud.google.com/perform-maintenance"

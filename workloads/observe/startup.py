@@ -80,13 +80,14 @@ from typing import Any
 
 from pydantic import Field
 
-from core.boundary import Model, Text, parse
+from core.boundary import Model, Text
 from core.estimate import STARTUP_GOAL_MINUTES
 from core.names import TPU_ACCELERATOR_LABEL
 from core.tpu import Capacity
+from infra.k8s.live import ClusterReader
+from infra.k8s.live_objects import Event, Meta, Pod, Workload, each, true_condition
 from workloads.container.launch import SKIPPED as PRE_RL_SKIPPED
 from workloads.container.restart_drill import SAYS as DRILL_SAYS
-from workloads.observe.objects import Event, Meta, Pod, Workload, true_condition
 from workloads.observe.pulls import Pull, pulls
 
 UTC = datetime.UTC
@@ -181,7 +182,7 @@ def log_marks(text: str, start: datetime.datetime) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The step's pods, read through workloads.observe.objects (the fields core/v1 ``types.go`` defines)
+# The step's pods, read through infra.k8s.live_objects (the fields core/v1 ``types.go`` defines)
 
 
 def _job(pod: Pod) -> str:
@@ -571,26 +572,17 @@ def read_log_attempts(client: Any, output_uri: str, **call: Any) -> list[LogAtte
     return found
 
 
-def read_cluster_facts(reader: Any, namespace: str, jobset: str, accelerator: str) -> ClusterFacts | None:
+def read_cluster_facts(reader: ClusterReader, namespace: str, jobset: str, accelerator: str) -> ClusterFacts | None:
     """The training step's live objects (None: no JobSet): its Workloads, pods, the namespace's pod events and the
     nodes of the slice's accelerator, each list bounded by the reader (``infra.k8s.live.ClusterReader``)."""
-    from workloads.observe import objects
-    from workloads.observe.live_state import JOB_UID_LABEL
-    from workloads.observe.pod_state import JOBSET_LABEL
-    from workloads.observe.waiting import JOBSET_API, WORKLOAD_API
-
-    raw = reader.get(JOBSET_API, "JobSet", namespace, jobset)
-    if raw is None:
+    obj = reader.jobset(namespace, jobset)
+    if obj is None:
         return None
-    where = f"JobSet {namespace}/{jobset}"
-    obj = parse(objects.JobSet, raw, where)
-    listed = reader.list(WORKLOAD_API, "Workload", namespace, f"{JOB_UID_LABEL}={obj.metadata.uid}")
-    workloads = objects.workloads(listed, f"the Kueue Workloads of {where}")
-    pods = objects.each(Pod, reader.pods(namespace, f"{JOBSET_LABEL}={jobset}"), f"the pods of {where}")
-    listed_events = reader.events(namespace, "involvedObject.kind=Pod")
-    events = objects.each(Event, listed_events, f"the pod events of {namespace}")
+    workloads = reader.step_workloads(namespace, jobset, obj.metadata.uid)
+    pods = reader.step_pods(namespace, jobset)
+    events = reader.pod_events(namespace)
     selector = f"{TPU_ACCELERATOR_LABEL}={accelerator}"
-    nodes = objects.each(Node, reader.nodes(selector), "the TPU nodes")
+    nodes = each(Node, reader.nodes(selector), "the TPU nodes")
     facts = cluster_facts(obj.metadata.creation_timestamp, workloads, pods, events, nodes)
     ended = [true_condition(obj.status.conditions, kind) for kind in ("Completed", "Failed")]
     facts.jobset_finished = _ts(next((c.last_transition_time for c in ended if c is not None), None))

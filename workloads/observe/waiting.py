@@ -36,21 +36,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
-from core.boundary import BoundaryError
 from core.config.values import format_duration
 from core.errors import TpuRlError
 from core.printed_commands import ANY_STACK, make_target
+from infra.k8s import live_objects
 from infra.k8s.live import ClusterReader, ClusterReadError
-from workloads.observe import objects, pod_state, recovery
-from workloads.observe.live_state import JOB_UID_LABEL, LiveStep, live_step
+from workloads.observe import pod_state, recovery
+from workloads.observe.live_state import LiveStep, live_step
 
-T = TypeVar("T")
 POLL_SECONDS = 20.0
 LOST_CONTACT_SECONDS = 600.0
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 
 
 class StepWaitError(TpuRlError):
@@ -72,7 +68,7 @@ class Bounds:
     stack's own Kueue runs the step; None: not known (no Kueue, or a queue managed elsewhere)."""
 
 
-Poll = tuple[objects.JobSet | None, list[objects.Workload] | None, list[objects.Pod] | None]
+Poll = tuple[live_objects.JobSet | None, list[live_objects.Workload] | None, list[live_objects.Pod] | None]
 """One poll: the JobSet (None: gone), its Workloads (None: not queued to Kueue) and its pods (None: not read)."""
 Read = Callable[[], Poll]
 
@@ -81,7 +77,7 @@ Read = Callable[[], Poll]
 class Unschedulable:
     """What the wait needs to explain a pod that stays unschedulable."""
 
-    events: Callable[[], list[objects.Event]]
+    events: Callable[[], list[live_objects.Event]]
     """The namespace's pod events (read once, when the bound passes)."""
     fix: Callable[[str], str]
     """Pool -> what to do (``workloads.observe.pod_state.pool_fix``)."""
@@ -90,49 +86,13 @@ class Unschedulable:
 
 
 def read_step(reader: ClusterReader, namespace: str, name: str, *, queued: bool, pods: bool = False) -> Poll:
-    """A step's JobSet and, while it is not over: when ``queued`` (it names a LocalQueue) its Kueue Workloads
-    (selected by the JobSet's UID: the Workload's name carries a hash, ``workload_names.go``) and, when
-    ``pods``, its pods (the JobSet controller labels them ``jobset.sigs.k8s.io/jobset-name``)."""
-    where = f"JobSet {namespace}/{name}"
-    raw = reader.get(JOBSET_API, "JobSet", namespace, name)
-    obj = None if raw is None else _parsed(objects.jobset, raw, where)
+    """A step's JobSet and, while it is not over: when ``queued`` (it names a LocalQueue) its Kueue Workloads and,
+    when ``pods``, its pods (each as the reader returns it, typed)."""
+    obj = reader.jobset(namespace, name)
     if obj is None or live_step(obj).state != "running":
         return obj, None, None
-    workloads = None
-    if queued:
-        selector = f"{JOB_UID_LABEL}={obj.metadata.uid}"
-        listed = reader.list(WORKLOAD_API, "Workload", namespace, selector)
-        workloads = _parsed(objects.workloads, listed, f"the Kueue Workloads of {where}")
-    found = read_pods(reader, namespace, name) if pods else None
-    return obj, workloads, found
-
-
-def read_pods(reader: ClusterReader, namespace: str, jobset: str) -> list[objects.Pod]:
-    """The pods of a step's JobSet (the JobSet controller labels them with its name)."""
-    listed = reader.pods(namespace, f"{pod_state.JOBSET_LABEL}={jobset}")
-    return _parsed(objects.pods, listed, f"the pods of JobSet {namespace}/{jobset}")
-
-
-def read_pod_events(reader: ClusterReader, namespace: str) -> list[objects.Event]:
-    """The namespace's pod events."""
-    listed = reader.events(namespace, "involvedObject.kind=Pod")
-    return _parsed(objects.events, listed, f"the pod events of {namespace}")
-
-
-def read_jobsets(reader: ClusterReader, namespace: str, selector: str) -> list[objects.JobSet]:
-    """The JobSets of ``namespace`` that ``selector`` selects."""
-    listed = reader.list(JOBSET_API, "JobSet", namespace, selector)
-    return _parsed(objects.jobsets, listed, f"the JobSets of {namespace}")
-
-
-def _parsed(parse: Callable[[Any, str], T], raw: Any, source: str) -> T:
-    """``parse(raw, source)``; an object of another shape is a read that failed (``ClusterReadError``, one
-    line, exit 2 as ``BoundaryError`` says: a retry reads the same object), as an unreadable one is: the wait and
-    `make status` report it, and nothing past here re-checks it."""
-    try:
-        return parse(raw, source)
-    except BoundaryError as err:
-        raise ClusterReadError(str(err), exit_code=err.exit_code) from None
+    workloads = reader.step_workloads(namespace, name, obj.metadata.uid) if queued else None
+    return obj, workloads, reader.step_pods(namespace, name) if pods else None
 
 
 def sleep(seconds: float) -> None:
@@ -214,7 +174,7 @@ class _Since:
 
 
 def _recovery(
-    current: LiveStep, workloads: list[objects.Workload] | None, bounds: Bounds, since: _Since, moment: float
+    current: LiveStep, workloads: list[live_objects.Workload] | None, bounds: Bounds, since: _Since, moment: float
 ) -> recovery.Recovery | None:
     """The recovery Kueue waits through for the step now, while it covers the step's pods: within its budget by
     the wait's clock too, from the first poll that saw it (a Kueue that does not act past it leaves the step to the
@@ -238,7 +198,7 @@ def wait_for_step(
     report: Callable[[str], None],
     unschedulable: Unschedulable | None = None,
     stack: str = ANY_STACK,
-) -> objects.JobSet:
+) -> live_objects.JobSet:
     """Poll ``read`` until the JobSet ``what`` (``JobSet <ns>/<name>``) ends; return its last object (``stack``: the
     one the lines' commands name)."""
     start = now()

@@ -1,11 +1,11 @@
 """The live Kubernetes objects the program and `make status` read, as typed values (``core.boundary``).
 
-A JobSet, a Kueue Workload, a pod or an event enters here, once, from the cluster reader
-(``infra.k8s.live``): only the fields the program reads, each of its type as the API defines it (JobSet
-v1alpha2 ``jobset_types.go``, Kueue v1beta2 ``workload_types.go``, core/v1 ``types.go``), outside text made
-printable. A missing field takes its API default; a field of another shape (``terminal_state`` a list,
-``conditions`` a number, ``metadata`` a string, a time without its zone) is one ``BoundaryError`` line naming
-the object and the field, instead of a traceback later.
+A JobSet, a Kueue Workload, a pod or an event enters here, once, where the cluster reader (``infra.k8s.live``)
+returns it: the layers above take these values, never the reader's JSON. Only the fields the program reads, each of
+its type as the API defines it (JobSet v1alpha2 ``jobset_types.go``, Kueue v1beta2 ``workload_types.go``, core/v1
+``types.go``), outside text made printable. A missing field takes its API default; a field of another shape
+(``terminal_state`` a list, ``conditions`` a number, ``metadata`` a string, a time without its zone) is one
+``BoundaryError`` line naming the object and the field, instead of a traceback later.
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ from typing import Any
 from pydantic import Field
 
 from core.boundary import MAX_ITEMS, Count, Model, Text, Time, parse
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+"""The JobSet controller labels every pod of a JobSet with its name (a step's pods are selected by it)."""
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""Kueue labels a job's Workload with the job's UID (its name carries a hash: select by this label)."""
 
 
 class Condition(Model):
