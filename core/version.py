@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from core.steps import STEPS
 
-VERSION = "0.2.0"
+VERSION = "0.3.0"
 """This checkout's version: the newest of ``RELEASES``."""
 STEPS_IN_STATE = "TPU_RL_STEPS_IN_STATE"
 """What `make up` hands the program: the state's ``version`` output and each step's name (``tools/state.py``
@@ -48,6 +48,14 @@ RELEASES = (
         tuple(STEPS),
         "training reads its staged dataset (HF_DATASETS_OFFLINE=0); each fault of training gets its own verdict; one "
         "JSON reader and core's redaction ship in every step's ConfigMap; the steps' lines name make up",
+    ),
+    Release(
+        "0.3.0",
+        "2026-12-07",
+        tuple(STEPS),
+        "every step ships core's errors.py and the redaction's new rules (registry credentials, tokens in base64, "
+        "escaped signed URLs); the shared program file is split by the steps that use it; the MaxText check finds "
+        "MaxText through the import system's finders",
     ),
 )
 """Every release, oldest first. A state without a ``version`` output was written before 0.1.0."""

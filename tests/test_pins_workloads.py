@@ -654,8 +654,8 @@ def test_a_cpu_steps_service_account_is_hashed_by_its_step_and_kept_on_an_existi
     )
     assert [s.name for s in everything] == [
         *STEP_NAMES["prod"],
-        "gemma4-26b-evaluate-9db0af25b0",
-        "gemma4-26b-publish-bbdaba1545",
+        "gemma4-26b-evaluate-562bf2bc67",
+        "gemma4-26b-publish-c11ad15825",
     ], "the names of STEP_NAMES' version, whatever account each step runs as"
     assert steps.ACCOUNT_PATH == "spec.replicatedJobs[0].template.spec.template.spec.serviceAccountName"
     for step in everything:
@@ -692,12 +692,12 @@ STEP_NAMES = {
     # check, base_snapshot.py's Hub-hashed cache reads, training's launcher, exit judge, stall watchdog and restart
     # drill, the export's completion), with each CPU step's account hashed by its step (steps.hashed_account).
     # docs/upgrades.md "Upgrading tpu-rl" says which version renamed which steps.
-    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-7ea6de30bc", "gemma4-e4b-export-8f979fe80c"],
-    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-df9421dca8", "gemma4-26b-export-08e117c3aa"],
+    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-b15ce3fb3f", "gemma4-e4b-export-4e2b186f17"],
+    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-1e060b6f4e", "gemma4-26b-export-8b0e9eef51"],
 }
 ONE_READ = {
-    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-59a2207faa", "gemma4-e4b-export-c743196ff0"],
-    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-affbbd931e", "gemma4-26b-export-dde7c5e429"],
+    "dev": ["gemma4-e4b-convert-f3aea0590f", "gemma4-e4b-train-087d42ea64", "gemma4-e4b-export-bf5f7e7540"],
+    "prod": ["gemma4-26b-convert-f6a03c1a76", "gemma4-26b-train-55497c3ce1", "gemma4-26b-export-59d60e62dc"],
 }
 """The names of a stack that sets tpu-rl:training.loadCheckpointOnlyOnce to true (MaxText's default, false, is
 tpu-rl's: docs/first-run.md "The first training run's path"): training and the steps after it differ from
@@ -725,7 +725,7 @@ def test_reading_the_checkpoint_once_renames_training_and_after_never_the_conver
         names = [
             s.name for s in plan_workflow(settings("prod", [*every, "tpu-rl:training.loadCheckpointOnlyOnce=true"]))
         ]
-        assert names[3:] == ["gemma4-26b-evaluate-18ecd0b9c6", "gemma4-26b-publish-70211c59e8"]
+        assert names[3:] == ["gemma4-26b-evaluate-4b6893a6c8", "gemma4-26b-publish-552e1c6166"]
 
 
 def test_the_cloud_logging_links():

@@ -35,25 +35,29 @@ def judged(status: int, *lines: str, stalled: str | None = None) -> int:
     return train_exit.verdict(status, list(lines), stalled, CODES)[0]
 
 
+def _error(lines: list[str]) -> str | None:
+    return train_exit.evidence(lines).error
+
+
 def test_the_exception_train_rl_died_of_is_the_last_tracebacks():
     first = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: lost", "", "During handling of the above exception:"]
-    assert train_exit.final_error([*first, *FRAMES, "ValueError: x"]) == "ValueError: x"
-    assert train_exit.final_error([*FRAMES, "jax.errors.JaxRuntimeError: INTERNAL: a", "  b", "", "c"]) == (
+    assert _error([*first, *FRAMES, "ValueError: x"]) == "ValueError: x"
+    assert _error([*FRAMES, "jax.errors.JaxRuntimeError: INTERNAL: a", "  b", "", "c"]) == (
         "jax.errors.JaxRuntimeError: INTERNAL: a\n  b"
     )
-    assert train_exit.final_error(["E1 x.py:1] jax.errors.JaxRuntimeError: DATA_LOSS: x", "more", "", "later"]) == (
+    assert _error(["E1 x.py:1] jax.errors.JaxRuntimeError: DATA_LOSS: x", "more", "", "later"]) == (
         "jax.errors.JaxRuntimeError: DATA_LOSS: x\nmore"
     ), "no traceback: the last JaxRuntimeError line (from the error on) and its message"
     assert judged(1, "E1 x.py:1] jax.errors.JaxRuntimeError: DATA_LOSS: x") == SLICE_DOWN_EXIT
-    assert train_exit.final_error(["I1201 train step 3", "done"]) is None
-    assert train_exit.final_error([*FRAMES]) is None, "a traceback cut short names no exception"
+    assert _error(["I1201 train step 3", "done"]) is None
+    assert _error([*FRAMES]) is None, "a traceback cut short names no exception"
     # A log line between the frames is neither `Name: message` nor `module.Name: message`.
-    assert train_exit.final_error([*FRAMES, "I1201 05:00:00.1 7 x.py:1] y: z", "KeyError: 'k'"]) == "KeyError: 'k'"
+    assert _error([*FRAMES, "I1201 05:00:00.1 7 x.py:1] y: z", "KeyError: 'k'"]) == "KeyError: 'k'"
 
 
 def test_a_long_message_is_judged_up_to_a_bound():
     message = [f"  line {i}" for i in range(100)]
-    error = train_exit.final_error([*FRAMES, "jax.errors.JaxRuntimeError: UNKNOWN: x", *message, "  DATA_LOSS"])
+    error = _error([*FRAMES, "jax.errors.JaxRuntimeError: UNKNOWN: x", *message, "  DATA_LOSS"])
     assert error is not None and error.count("\n") == train_exit.MESSAGE_LINES - 1 and "DATA_LOSS" not in error
 
 
@@ -428,17 +432,17 @@ def test_how_a_training_attempt_ends(error, hung, completed, noise):
 def test_a_trace_training_survived_is_not_the_error():
     """An exception logged with its traceback mid-run (a failed metrics write), then new steps: not what ended it."""
     handled = [*FRAMES, "jax.errors.JaxRuntimeError: DATA_LOSS: x", "", absl("Train step 9 training loss: 0.1")]
-    assert train_exit.final_error(handled) is None
+    assert _error(handled) is None
     assert judged(143, *handled, stalled="stalled: x") == STALLED_EXIT
-    assert train_exit.final_error([*handled, *FRAMES, "ValueError: y"]) == "ValueError: y"
+    assert _error([*handled, *FRAMES, "ValueError: y"]) == "ValueError: y"
 
 
 def test_a_chained_shutdown_trace_is_noise_too():
     noise = ["Exception ignored in: <function Pool.__del__ at 0x7f>", *FRAMES, "RuntimeError: a", ""]
     chained = [*noise, "During handling of the above exception, another exception occurred:", "", *FRAMES, "OSError: b"]
     died = [*FRAMES, "ValueError: the error", ""]
-    assert train_exit.final_error([*died, *chained]) == "ValueError: the error"
-    assert train_exit.final_error([*chained]) is None
+    assert _error([*died, *chained]) == "ValueError: the error"
+    assert _error([*chained]) is None
     real_chain = [
         *died,
         "During handling of the above exception, another exception occurred:",
@@ -446,7 +450,7 @@ def test_a_chained_shutdown_trace_is_noise_too():
         *FRAMES,
         "KeyError: k",
     ]
-    assert train_exit.final_error(real_chain) == "KeyError: k", "a chain of the real error is the error"
+    assert _error(real_chain) == "KeyError: k", "a chain of the real error is the error"
 
 
 def test_the_docs_table_is_this_one():

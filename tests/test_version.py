@@ -71,9 +71,10 @@ def test_the_releases_since_a_version_and_the_line_that_names_them():
     assert why_again(InState("", {}), again) == (
         f"the state was written by a tpu-rl older than 0.1.0, and this is {VERSION} (CHANGELOG.md: {every})"
     )
+    later = "; ".join(f"{r.version}: {r.why}" for r in RELEASES[1:] if again[0] in r.reruns)
+    assert newest.version in later and first.version + ":" not in later
     assert why_again(InState(first.version, {}), again) == (
-        f"the state was written by tpu-rl {first.version}, and this is {VERSION} (CHANGELOG.md: "
-        f"{newest.version}: {newest.why})"
+        f"the state was written by tpu-rl {first.version}, and this is {VERSION} (CHANGELOG.md: {later})"
     ), "only the releases since the state's version"
     assert why_again(InState("0.0.9", {}), ("not-a-step",)) == "the configuration changed what they run"
     assert in_state(json.dumps({"version": 3, "steps": {"train": "t"}})) == InState("", {"train": "t"})

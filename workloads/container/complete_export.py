@@ -25,7 +25,7 @@ asked nothing, and the step runs with it switched off (``HF_HUB_OFFLINE``):
    ``safetensors`` library, ``model-base-NNNNN-of-NNNNN.safetensors`` (at most MaxText's 3 GiB each), in the
    base's dtypes; copies the base's ``config.json`` (the whole model's, its ``vision_config`` and
    ``audio_config`` included) and the base's processor files the export lacks (``core.hf_model.COPIED_FILES``);
-   writes the base's ``generation_config.json`` with only the keys it means to pass on (``GENERATION_KEYS``: the
+   writes the base's ``generation_config.json`` with only the keys it means to pass on (``GENERATION_VALUES``: the
    special tokens and the base's sampling defaults), so nothing else of it (``num_beams``, a watermark, a cache,
    an unknown key) reaches every ``generate`` of the exported model; a single ``model.safetensors`` becomes
    ``model-00001-of-00001.safetensors`` (a loader reads a ``model.safetensors`` alone and ignores an index);
@@ -60,23 +60,6 @@ MAX_SHARD_BYTES = 3 * 1024**3
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest config, index, generation or processor file read."""
 GENERATION_FILE = "generation_config.json"
-GENERATION_KEYS = (
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-    "do_sample",
-    "temperature",
-    "top_k",
-    "top_p",
-    "transformers_version",
-)
-"""What the export's ``generation_config.json`` keeps of the base's: the special tokens a ``generate`` starts, pads
-and stops with, the base's sampling defaults (Gemma's: sample, at temperature 1, top-k 64, top-p 0.95), and the
-version that wrote it; each an attribute of transformers' ``GenerationConfig``
-(``transformers/generation/configuration_utils.py``; tests/test_export_complete.py checks them against the
-installed transformers). Any other key of the base's would change how the exported model decodes by default
-(``num_beams``, ``max_length``, ``cache_implementation``, a watermark or an assistant model) or is unknown: left
-out, named in the step's log."""
 BASE_SHARD = "model-base-{:05d}-of-{:05d}.safetensors"
 RENAMED_SINGLE = "model-00001-of-00001.safetensors"
 TIMEOUT = 60.0
@@ -356,12 +339,20 @@ GENERATION_VALUES = {
     "top_p": _number,
     "transformers_version": lambda value: isinstance(value, str) and len(value) <= 64 and value.isprintable(),
 }
-"""Each kept key's value, as ``GenerationConfig`` takes it (a token id, or a list of ids to stop at, a flag, a
-number, a version): a value of another shape is left out with the unknown keys."""
+"""What the export's ``generation_config.json`` keeps of the base's: the special tokens a ``generate`` starts, pads
+and stops with, the base's sampling defaults (Gemma's: sample, at temperature 1, top-k 64, top-p 0.95), and the
+version that wrote it; each an attribute of transformers' ``GenerationConfig``
+(``transformers/generation/configuration_utils.py``; tests/test_export_complete.py checks them against the
+installed transformers). Any other key of the base's would change how the exported model decodes by default
+(``num_beams``, ``max_length``, ``cache_implementation``, a watermark or an assistant model) or is unknown: left
+out, named in the step's log.
+
+Each value as ``GenerationConfig`` takes it (a token id, or a list of ids to stop at, a flag, a number, a version): a
+value of another shape is left out with the unknown keys."""
 
 
 def generation_config(raw: bytes) -> tuple[bytes, list[str]]:
-    """A ``generation_config.json`` as the export writes it: its ``GENERATION_KEYS`` of the right shape only,
+    """A ``generation_config.json`` as the export writes it: its ``GENERATION_VALUES`` keys of the right shape only,
     written as transformers' ``GenerationConfig.to_json_file`` writes one (indent 2, sorted keys, a final line
     end); and what was left out (keys shown as JSON strings, at most 60 characters each)."""
     try:

@@ -183,11 +183,6 @@ def evidence(lines: Iterable[str]) -> Evidence:
     return Evidence(completed, "\n".join(found) if found else None)
 
 
-def final_error(lines: Iterable[str]) -> str | None:
-    """The text of the exception train_rl died of, as far as the log shows it (None: no exception found)."""
-    return evidence(lines).error
-
-
 SliceCheck = Callable[[], tuple[int, str]]
 """``slice_state.py check``'s answer: (0 up, 1 down, 2 unknown, 3 a container's own fault; its line)."""
 FAULT = 3
