@@ -15,6 +15,8 @@ from core.settings import Settings
 from tests.lifecycle_walk import settings
 
 MESSAGES = Path(__file__).parent / "data" / "config-messages.tsv"
+MANY_ERRORS = Path(__file__).parent / "data" / "stacks" / "Pulumi.many-errors.yaml"
+"""The passphrase fixture (tests/data/stacks, the CLI's format) with ten independent mistakes."""
 
 
 def read_messages() -> dict[str, str]:
@@ -511,4 +513,14 @@ BOUNDARIES: list[tuple[str, list[str], Check, Any, list[str]]] = [
 def boundary_message(refused: list[str]) -> str:
     with pytest.raises(ConfigError) as caught:
         settings("prod", refused)
+    return str(caught.value)
+
+
+def many_errors_message() -> str:
+    """What the loader says of MANY_ERRORS: every problem, one line each (tests/test_config_many_errors.py)."""
+    from tools.stack_files import load_stack
+
+    with pytest.raises(ConfigError) as caught:
+        load_stack(None, MANY_ERRORS)
+    assert str(caught.value) == "\n".join(caught.value.problems)
     return str(caught.value)

@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 
 from core.config import ConfigError, load_settings
-from tests.config_boundaries import BOUNDARIES, MESSAGES, boundary_message, read_messages
+from tests.config_boundaries import BOUNDARIES, MESSAGES, boundary_message, many_errors_message, read_messages
 from tests.conftest import one, plan_of
 from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
@@ -596,9 +596,10 @@ def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
 @pytest.mark.pure
 def test_the_reviewed_messages_are_the_corpus():
     """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order, then the refused side
-    of each boundary (tests/config_boundaries.py)."""
+    of each boundary (tests/config_boundaries.py), then tests/test_config_many_errors.py's fixture."""
     messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}
     messages |= {f"boundary:{rule}": boundary_message(refused) for rule, _, _, _, refused in BOUNDARIES}
+    messages["many-errors"] = many_errors_message()
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         rows = ["\t".join((case, *message.split("\n"))) for case, message in messages.items()]
         MESSAGES.write_text("".join(f"{row}\n" for row in rows))
