@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from workloads.container import base_snapshot
-from workloads.container.base_snapshot import REFUSED, RETRY_WAITS, FailedError, RefusedError
+from workloads.container.base_snapshot import REFUSED, FailedError, RefusedError
 
 
 def flaky(monkeypatch, *outcomes: Exception | str) -> list[tuple[str, ...]]:
@@ -27,11 +27,6 @@ def flaky(monkeypatch, *outcomes: Exception | str) -> list[tuple[str, ...]]:
 
 
 ARGV = ["fetch", "gs://b/m/convert/0123456789/", "/tmp/base"]
-
-
-@pytest.mark.pure
-def test_the_default_is_three_tries_30_and_90_seconds_apart():
-    assert RETRY_WAITS == (30.0, 90.0)
 
 
 @pytest.mark.pure

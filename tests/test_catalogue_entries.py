@@ -27,7 +27,7 @@ from core.config.defaults import DEFAULT_PODS_READY, DEFAULT_RESTARTS, DEFAULT_U
 from core.config.schema import FIELDS
 from core.estimate import FLEX_START_FACTOR, SPOT_FACTOR, estimate_for, training_run, usd_per_chip_hour
 from core.models import MODELS, Model, model_for_maxtext, step_memory_gib
-from core.steps import REQUIRED, STEPS, StepName, scratch_gib
+from core.steps import STEPS, StepName, scratch_gib
 from core.tpu import (
     CAPACITY_MODES,
     CATALOGUE,
@@ -205,7 +205,6 @@ def test_the_closed_sets_and_the_tables_keyed_by_them():
         assert set(table) == set(CAPACITY_MODES)
     assert all(usd_per_chip_hour(v, c) > 0 for v in TPU_VERSIONS for c in CAPACITY_MODES)
     assert get_args(StepName) == tuple(STEPS) and all(name == facts.name for name, facts in STEPS.items())
-    assert REQUIRED == ("convert", "train", "export")
     # The config schema reads them with the messages it always had (tests/data/config-messages.tsv pins them).
     with pytest.raises(ConfigError, match=r"expected one of reservation, spot, flex-start, on-demand$"):
         FIELD["tpu-rl:tpu.capacity"].read("tpu-rl:tpu.capacity", "preemptible")

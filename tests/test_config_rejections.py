@@ -14,6 +14,7 @@ from unittest import mock
 import pytest
 
 from core.config import ConfigError, load_settings
+from tests.config_boundaries import BOUNDARIES, MESSAGES, boundary_message, many_errors_message, read_messages
 from tests.conftest import one, plan_of
 from tests.lifecycle_walk import settings
 from tests.pure_plan import per_mutant_cache
@@ -23,7 +24,6 @@ from tools.plan import main as plan_main
 TOKEN_LIKE = "hf_LEAKtestTOKENvalue0123456789abcdefgh"
 X = "tpu-rl:training.extraArgs"
 EVALUATE = "tpu-rl:workflow.steps.evaluate=true"
-MESSAGES = Path(__file__).parent / "data" / "config-messages.tsv"
 
 # (id, --set overrides, full key the message must name, words the message must contain)
 BAD_INPUTS = [
@@ -579,12 +579,6 @@ def _loader_message(overrides: tuple[str, ...]) -> str:
     return str(caught.value)
 
 
-def read_messages() -> dict[str, str]:
-    """Case -> message; a message of several problems (one line each) is one row, a tab between its lines."""
-    rows = MESSAGES.read_text().splitlines() if MESSAGES.exists() else []
-    return {case: "\n".join(lines) for case, *lines in (row.split("\t") for row in rows if row)}
-
-
 @pytest.mark.pure
 @pytest.mark.parametrize(("case", "overrides", "key", "words"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
 def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
@@ -601,8 +595,11 @@ def test_bad_value_is_refused_by_the_config_loader(case, overrides, key, words):
 
 @pytest.mark.pure
 def test_the_reviewed_messages_are_the_corpus():
-    """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order."""
+    """Regenerates the reviewed file when asked; otherwise it lists exactly the corpus, in order, then the refused side
+    of each boundary (tests/config_boundaries.py), then tests/test_config_many_errors.py's fixture."""
     messages = {case: loader_message(overrides) for case, overrides, _, _ in BAD_INPUTS}
+    messages |= {f"boundary:{rule}": boundary_message(refused) for rule, _, _, _, refused in BOUNDARIES}
+    messages["many-errors"] = many_errors_message()
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         rows = ["\t".join((case, *message.split("\n"))) for case, message in messages.items()]
         MESSAGES.write_text("".join(f"{row}\n" for row in rows))

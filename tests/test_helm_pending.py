@@ -120,5 +120,4 @@ def test_the_variable_make_up_sets_is_read_as_the_names_it_lists():
     assert releases_in_state("") == frozenset(), "empty: the state holds none"
     assert releases_in_state("jobset,kueue") == frozenset({"jobset", "kueue"})
     assert releases_in_state(" kueue ,") == frozenset({"kueue"})
-    assert RELEASES_IN_STATE == "TPU_RL_RELEASES_IN_STATE"
     assert RELEASES_IN_STATE in (ROOT / "Makefile").read_text(), "the name make up sets"

@@ -40,10 +40,6 @@ pytestmark = pytest.mark.pure
 AT_LIMIT_AND_PAST = pytest.mark.parametrize("past", [0, 1], ids=["at-limit", "one-past"])
 
 
-def test_the_bounds_are_the_documented_ones():
-    assert (MAX_HEADER_BYTES, MAX_DESCRIBED, hf_model.MAX_NAME, CHUNK) == (100_000_000, 2**40, 255, 1 << 20)
-
-
 # ---------------------------------------------------------------------------------------------
 # A header's length
 

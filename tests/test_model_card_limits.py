@@ -41,13 +41,10 @@ def table_rows(section: str) -> list[str]:
     return [line for line in section.splitlines() if line.startswith("| ")][2:]
 
 
-def test_the_bounds_are_the_documented_ones():
-    """The numbers the docs and the records' own bounds name."""
+def test_the_cards_record_bounds_are_the_records_own():
     from core.records import MAX_COLUMNS, MAX_ROWS
 
-    assert (module.MAX_VALUE_CHARS, module.MAX_SETTINGS, module.MAX_LISTED, module.MAX_RECORDS) == (200, 120, 20, 8)
-    assert (module.MAX_RECORD_COLUMNS, module.MAX_RECORD_ROWS) == (MAX_COLUMNS, MAX_ROWS) == (8, 50)
-    assert module.CARD_MAX_BYTES == 256 * 1024
+    assert (module.MAX_RECORD_COLUMNS, module.MAX_RECORD_ROWS) == (MAX_COLUMNS, MAX_ROWS)
 
 
 # ---------------------------------------------------------------------------------------------

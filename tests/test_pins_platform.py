@@ -232,13 +232,6 @@ def test_a_single_host_slice_gets_no_topology():
     }
 
 
-def test_the_pool_taints_are_the_tolerations_gke_names_them_with():
-    assert gke_spec.TPU_TAINT == {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}
-    assert gke_spec.CPU_TAINT == {"key": "tpu-rl/pool", "value": "cpu-np", "effect": "NO_SCHEDULE"}
-    assert gke_spec.RESERVATION_KEY == "compute.googleapis.com/reservation-name"
-    assert gke_spec.TPU_BOOT_DISK_GB == 100 and SCOPES[0] == gke_spec.CLOUD_PLATFORM_SCOPE
-
-
 # ---------------------------------------------------------------------------------------------
 # The TPU catalogue rows (GKE "Plan TPUs in GKE", xpk system_characteristics.py, pathways-job)
 

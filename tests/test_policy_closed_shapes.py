@@ -12,7 +12,6 @@ from pulumi.output import Unknown
 
 from tests import analyzer
 from tests.conftest import plan_of
-from tools import closed_world as generator
 
 shapes = importlib.import_module("policy.tpu_rl_policies.closed_shapes")
 POLICY = shapes.closed_world_shapes
@@ -155,11 +154,6 @@ def test_admissions_need_a_reason_and_a_shape():
     assert "admit[0] admits the path" in unreasoned[0].message and len(unreasoned) == 2
     (malformed, _) = judge(CONFIG_MAP, cm(data={"x": "y"}), admit=[{"path": "data.x", "reason": "r"}])
     assert "admits a malformed path (data.x)" in malformed.message
-
-
-@pytest.mark.pure
-def test_the_variants_rename_the_stack():
-    assert "dev-renamed" in generator.VARIANTS
 
 
 PREFIX = "the policy config's closed-world-shapes admit[0]"

@@ -209,7 +209,6 @@ def test_the_branchs_user_has_no_sudo_no_group_and_no_later_jobs():
 
 @pytest.mark.pure
 def test_the_branchs_code_runs_only_as_that_user_in_an_environment_set_here():
-    assert BRANCH_STEPS == [MAKE_VENV, PREVIEW]
     for step in STEPS:
         if _uses(step, "pulumi/actions"):
             assert "command" not in step["with"], "install only: the CLI runs as the branch's user, not in an action"
