@@ -13,6 +13,7 @@ import pytest
 
 from core.names import SETUP_FAILURE_EXIT
 from tests.conftest import JOBSET, SENTINEL_TOKEN, plan_of, put, put_conversion, statuses, step_resources
+from tests.container_files import container_program
 from tests.fake_hub import COMMIT, GOOD, REPO, FakeHub
 from tests.hf_files import CONFIG, LANG, LANGUAGE, VISION, model_files
 from tests.loopback import serve
@@ -158,12 +159,12 @@ def test_step_folder_names(folder, parsed):
 
 
 @pytest.mark.slow
-def test_the_export_container_finds_the_same_step(gcs, monkeypatch):
-    """The script the export runs (its inlined source, real python) prints what the program found."""
+def test_the_export_container_finds_the_same_step(gcs, monkeypatch, tmp_path):
+    """The script the export runs (as its ConfigMap ships it, real python) prints what the program found."""
     for step in (10, 20):
         save(gcs, step)
     save(gcs, 30, committed=False)
-    source = checkpoint_scan.__file__
+    source = container_program(tmp_path, "checkpoint_scan.py")
     done = subprocess.run([sys.executable, source, ACTOR], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     found = final_checkpoint(gcs, ACTOR)

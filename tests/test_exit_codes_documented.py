@@ -56,6 +56,7 @@ def test_the_page_has_the_table_this_runs():
     assert any(c.startswith("tpu-rl pulumi") for c in commands), "a pulumi command whose home cannot be decided"
 
 
+@pytest.mark.slow  # each command run for real, through make or the console script: 0.3-2.5 s each
 @pytest.mark.skipif(MAKE is None, reason="make is not installed")
 @pytest.mark.parametrize(("command", "code", "why"), rows(), ids=[c for c, _, _ in rows()])
 def test_each_documented_command_exits_with_the_code_the_page_gives(tmp_path, command, code, why):

@@ -238,6 +238,7 @@ def test_an_odd_account_stops_the_publication_preflight_in_one_line_exit_2(who, 
 # 4 and 5. An event file's wall times and tags, through `make report`
 
 
+@pytest.mark.slow  # the whole report, plots drawn: 1.6 s
 @pytest.mark.filterwarnings("error:Glyph:UserWarning")  # a control character drawn in a plot
 def test_an_absurd_wall_time_or_an_escape_in_a_tag_never_breaks_the_report(gcs, tmp_path, capsys):
     """Wall times no clock shows (1e300, NaN, negative, infinite) left out and counted, not a datetime overflow

@@ -176,6 +176,7 @@ FOUND = {
 """The shapes a review found crashing each check (``tests/test_hostile_replies.py``), drawn first."""
 
 
+@pytest.mark.slow  # 1.5-2.5 s a reply of drawn examples: the fast tier's budget
 @pytest.mark.parametrize("reply", sorted(REPLIES))
 def test_a_hub_reply_of_any_shape_is_the_checks_answer_or_one_line(hub, reply):
     """The model's info (the read preflight, the publication's, the base model's files), the account (the

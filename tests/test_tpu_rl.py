@@ -63,6 +63,7 @@ def test_the_console_script_is_installed_in_the_venv_and_runs_from_any_folder(tm
     assert done.returncode == 2 and done.stderr.startswith("usage: tpu-rl COMMAND")
 
 
+@pytest.mark.slow  # make, the venv's console script and a tool in turn: 2 s
 @pytest.mark.skipif(MAKE is None, reason="make is not installed")
 def test_the_tools_own_exit_code_reaches_the_shell_where_make_reports_2(root):
     """A cluster that does not answer is what a retry may cure: `tpu-rl logs` exits 1; `make logs` says 2."""
