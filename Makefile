@@ -43,7 +43,7 @@ YES ?=
 ACCEPT ?=
 FORCE ?=
 
-.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report rehearse mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
+.PHONY: help up stack preview policy-preview plan destroy refresh unlock state-bucket state-move audit logs test test-slow lint venv dev-venv policy-venv status report rehearse local-cluster local-cluster-down local-cluster-build mutation readme lock maxtext controller iam-types closed-world bytecode-list test-split maintenance
 
 # The targets a user runs, with what they do (`make help`; tests/test_makefile.py keeps it complete).
 help:
@@ -67,6 +67,10 @@ help:
 	@echo "                             while training runs, or with none scheduled: a rehearsal)"
 	@echo "make rehearse STACK=dev      every step rehearsed on CPU with MaxText and the image's packages, before any TPU"
 	@echo "                             is billed (STEP=: one step, on the bucket as the last rehearsal left it)"
+	@echo "make local-cluster           a local cluster of real parts on loopback (JobSet, Kueue, kwok nodes): built"
+	@echo "                             once from Go modules; KUBECONFIG=build/local-cluster/kubeconfig"
+	@echo "make local-cluster-down      stop it; nothing stays running"
+	@echo "make local-cluster-build     build its parts and the Pulumi engine's from Go modules, starting nothing"
 	@echo "make report STACK=dev        reward curves, accuracy and chip-hours: build/report-<stack>/"
 	@echo "make refresh STACK=dev       pulumi refresh, without the program"
 	@echo "make destroy STACK=dev       pulumi destroy, without the program; refused while tpu-rl:protect is true"
@@ -365,6 +369,19 @@ PYTHON312 ?=
 SET ?=
 rehearse: $(VENV)/.installed-dev
 	$(PY) -m tools.rehearse --stack $(STACK)$(if $(STEP), --step $(STEP))$(if $(PYTHON312), --python312 '$(PYTHON312)')$(foreach s,$(SET), --set '$(s)')
+
+# The local cluster of real parts on loopback (docs/testing.md "The local cluster"): etcd, the Kubernetes control
+# plane, kwok's nodes, JobSet's and Kueue's controllers, each built once from its pinned Go module (needs Go 1.26).
+local-cluster: $(VENV)/.installed
+	$(PY) -m tools.local_cluster.cluster
+
+local-cluster-down: $(VENV)/.installed
+	$(PY) -m tools.local_cluster.cluster down
+
+# Build (or find in the cache) every part from its Go module without starting anything: the cluster's, and the
+# Pulumi CLI's, its Python language host's and the Kubernetes provider's (.ci/run, before the slow tier).
+local-cluster-build: $(VENV)/.installed
+	$(PY) -m tools.local_cluster.build
 
 # Reward curves, before/after accuracy, config diff and chip-hours of the stack's run: build/report-<stack>/
 report: $(VENV)/.installed

@@ -41,6 +41,8 @@ EXAMPLE_VARIANTS = (
     "tests/test_registered.py",
 )
 """The files that plan every example stack and variant (``tests.example_stacks.STACKS``), planned once."""
+LOCAL_CLUSTER = ("tests/test_local_cluster_failure_policy.py",)
+"""The files that play scenarios on the local cluster (``tests.local_cluster``): one cluster, started once."""
 
 GROUPS = {
     **{name: "google-clients" for name in GOOGLE_CLIENTS},
@@ -48,6 +50,7 @@ GROUPS = {
     **{name: "property-tests" for name in PROPERTY_TESTS},
     **{name: "product-sources" for name in PRODUCT_SOURCES},
     **{name: "example-variants" for name in EXAMPLE_VARIANTS},
+    **{name: "local-cluster" for name in LOCAL_CLUSTER},
 }
 """Test file -> its group; a file of no group is its own unit."""
 

@@ -125,9 +125,10 @@ def test_make_up_selects_the_stack_where_its_state_lives_and_runs_pulumi_up():
         '  make rehearse STACK=dev PYTHON312="$PY312"',
         '  make rehearse STACK=prod PYTHON312="$PY312" SET="tpu-rl:workflow.steps.evaluate=true '
         'tpu-rl:publish.repo=my-org/gemma4-26b-grpo"',
+        "  make local-cluster-build",
         "make test-slow",
     ], "CI: the README's test command first on the fresh clone (its budget counts the install), then lint, MaxText's "
-    "loader venv (its loader and mesh tests), both stacks' rehearsals, slow tier"
+    "loader venv (its loader and mesh tests), both stacks' rehearsals, the local cluster's parts, slow tier"
 
 
 def test_the_configuration_page_lists_every_key_with_its_default_and_bounds():
