@@ -41,7 +41,11 @@ EXAMPLE_VARIANTS = (
     "tests/test_registered.py",
 )
 """The files that plan every example stack and variant (``tests.example_stacks.STACKS``), planned once."""
-LOCAL_CLUSTER = ("tests/test_local_cluster_failure_policy.py",)
+LOCAL_CLUSTER = (
+    "tests/test_local_cluster_failure_policy.py",
+    "tests/test_local_cluster_run.py",
+    "tests/test_local_engine.py",
+)
 """The files that play scenarios on the local cluster (``tests.local_cluster``): one cluster, started once."""
 
 GROUPS = {

@@ -10,6 +10,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,8 +22,15 @@ REQUIRED = "TPU_RL_LOCAL_CLUSTER_REQUIRED"
 WAIT_SECONDS = 90
 
 
+@dataclass(frozen=True)
+class Running:
+    api: Any
+    """The Kubernetes client's ``ApiClient`` for it."""
+    layout: local.Layout
+
+
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     if shutil.which("go") is None:
         if os.environ.get(REQUIRED):
             pytest.fail(f"{REQUIRED} is set but there is no `go` on PATH")
@@ -30,7 +38,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     folder = tmp_path_factory.mktemp("local-cluster")
     layout = local.up(folder)
     try:
-        yield local.client(layout)
+        yield Running(local.client(layout), layout)
     finally:
         local.down(folder)
 

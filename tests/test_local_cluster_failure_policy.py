@@ -16,7 +16,7 @@ import pytest
 from core.names import DRILL_EXIT, SLICE_DOWN_EXIT, SLICE_WAIT_EXIT, STALLED_EXIT
 from tests.jobset_model import DISRUPTED, head_exit
 from tests.lifecycle_walk import settings
-from tests.local_cluster import apply, end_container, local_cluster, running_pods, until
+from tests.local_cluster import Running, apply, end_container, local_cluster, running_pods, until
 from workloads.specs.step_specs import plan_workflow
 
 pytestmark = pytest.mark.slow
@@ -39,20 +39,20 @@ def _jobset(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def api(local_cluster: Any) -> Any:
+def api(local_cluster: Running) -> Any:
     accounts = {
         spec["template"]["spec"]["template"]["spec"].get("serviceAccountName")
         for spec in TRAIN["spec"]["replicatedJobs"]
     } - {None}
     apply(
-        local_cluster,
+        local_cluster.api,
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
         + [
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": a, "namespace": NAMESPACE}}
             for a in sorted(accounts)
         ],
     )
-    return local_cluster
+    return local_cluster.api
 
 
 def _status(api: Any, name: str) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def module_dir(go: str, component: Component, module: str) -> Path:
     )
     where = json.loads(done.stdout or "{}").get("Dir") if done.returncode == 0 else None
     if not where:
-        raise TpuRlError(f"local cluster: {module} ({component.name}) is not in Go's module cache: {done.stderr.strip()}")
+        raise TpuRlError(f"local cluster: {module} ({component.name}) not in Go's module cache: {done.stderr.strip()}")
     return Path(where)
 
 
