@@ -373,10 +373,10 @@ rehearse: $(VENV)/.installed-dev
 # The local cluster of real parts on loopback (docs/testing.md "The local cluster"): etcd, the Kubernetes control
 # plane, kwok's nodes, JobSet's and Kueue's controllers, each built once from its pinned Go module (needs Go 1.26).
 local-cluster: $(VENV)/.installed
-	$(PY) -m tools.local_cluster.cluster
+	$(PY) -m tools.local_cluster.parts
 
 local-cluster-down: $(VENV)/.installed
-	$(PY) -m tools.local_cluster.cluster down
+	$(PY) -m tools.local_cluster.parts down
 
 # Build (or find in the cache) every part from its Go module without starting anything: the cluster's, and the
 # Pulumi CLI's, its Python language host's and the Kubernetes provider's (.ci/run, before the slow tier).

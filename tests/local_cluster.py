@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tools.local_cluster import cluster as local
-from tools.local_cluster.manifests import CONTAINER_ANNOTATION, DISRUPTED_ANNOTATION, EXIT_ANNOTATION, REASON_ANNOTATION
+from tools.local_cluster import parts as local
+from tools.local_cluster.seed import CONTAINER_ANNOTATION, DISRUPTED_ANNOTATION, EXIT_ANNOTATION, REASON_ANNOTATION
 
 REQUIRED = "TPU_RL_LOCAL_CLUSTER_REQUIRED"
 WAIT_SECONDS = 90
@@ -46,12 +46,13 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]
 def until(what: str, probe: Callable[[], Any], seconds: float = WAIT_SECONDS) -> Any:
     """``probe()``'s first truthy answer, polled; a failure naming ``what`` past ``seconds``."""
     deadline = time.monotonic() + seconds
+    answer = None
     while time.monotonic() < deadline:
         answer = probe()
         if answer:
             return answer
         time.sleep(0.25)
-    pytest.fail(f"not within {seconds} s: {what}")
+    pytest.fail(f"not within {seconds} s: {what} (last: {answer!r})")
 
 
 def apply(api: Any, docs: list[dict[str, Any]]) -> None:
@@ -61,7 +62,7 @@ def apply(api: Any, docs: list[dict[str, Any]]) -> None:
 def end_container(
     api: Any, pod: Any, exit_code: int, *, container: str = "", reason: str = "", disrupted: str = ""
 ) -> None:
-    """What the kubelet would report of a container's exit, played by kwok's stage (``manifests.pod_exit_stage``)."""
+    """What the kubelet would report of a container's exit, played by kwok's stage (``seed.pod_exit_stage``)."""
     from kubernetes import client as kube
 
     notes = {EXIT_ANNOTATION: str(exit_code)}

@@ -291,7 +291,7 @@ BROAD_HANDLERS = {
     "workloads/preflight.py": (1, "the Hub client's errors, each described in one line (_describe)"),
     "workloads/wiring.py": (3, "the model card's extras: a failure is a warning and never stops `up`"),
     "workloads/observe/scalars.py": (1, "a record cut short ends the file, as TensorBoard itself treats it"),
-    "tools/local_cluster/cluster.py": (1, "a start that failed or was interrupted stops what it started, then raises"),
+    "tools/local_cluster/parts.py": (1, "a start that failed or was interrupted stops what it started, then raises"),
     "tools/process.py": (1, "a fault of tpu-rl's at a command's entry point: one line naming it, exit 70"),
     "tools/plan/offline.py": (1, "the program's own error, returned to the caller that asked for it"),
     "tools/rehearse/hub.py": (1, "a request the loopback Hub cannot serve is a 500 the client reads, not a reset"),

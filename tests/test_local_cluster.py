@@ -15,7 +15,7 @@ from core.config.schema import FIELDS
 from core.controllers import KUEUE_VERSIONS
 from core.errors import TpuRlError
 from tests.lifecycle_walk import settings
-from tools.local_cluster import build, manifests
+from tools.local_cluster import build, seed
 from tools.local_cluster.components import COMPONENTS, Component
 from workloads.specs.step_specs import plan_workflow
 
@@ -87,7 +87,7 @@ def _fits(pod: dict[str, Any], node: dict[str, Any]) -> bool:
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_pod_of_the_steps_has_nodes_to_run_on_and_the_slice_is_whole(stack: str) -> None:
     stack_settings = settings(stack, [])
-    nodes = manifests.nodes(manifests.Shape.of(stack_settings))
+    nodes = seed.nodes(seed.Shape.of(stack_settings))
     plan = plan_workflow(stack_settings)
     for step in plan.steps:
         for rjob in step.manifest["spec"]["replicatedJobs"]:
@@ -105,7 +105,7 @@ def test_every_pod_of_the_steps_has_nodes_to_run_on_and_the_slice_is_whole(stack
 
 def test_the_default_cluster_is_the_tutorials_slice() -> None:
     """``make local-cluster`` alone: the tutorial's v6e-32 (4x8, eight ct6e-standard-4t hosts of four chips)."""
-    tpu = [n for n in manifests.nodes(manifests.Shape()) if "google.com/tpu" in n["status"]["capacity"]]
+    tpu = [n for n in seed.nodes(seed.Shape()) if "google.com/tpu" in n["status"]["capacity"]]
     assert len(tpu) == 8 and {n["metadata"]["labels"]["node.kubernetes.io/instance-type"] for n in tpu} == {
         "ct6e-standard-4t"
     }
@@ -117,7 +117,7 @@ def test_webhooks_reach_the_controller_on_loopback_with_the_local_ca(tmp_path: P
     hook = {"name": "mjobset.kb.io", "clientConfig": {"service": {"name": "webhook-service", "path": "/mutate"}}}
     doc = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration"}
     (folder / "manifests.yaml").write_text(yaml.safe_dump({**doc, "metadata": {"name": "m"}, "webhooks": [hook]}))
-    (out,) = manifests.webhooks(tmp_path, "jobset", 9443, b"PEM")
+    (out,) = seed.webhooks(tmp_path, "jobset", 9443, b"PEM")
     assert out["metadata"]["name"] == "jobset-m"
     assert out["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate", "caBundle": "UEVN"}
 
@@ -149,3 +149,11 @@ def test_a_built_part_is_reused_and_a_new_pin_builds_anew(tmp_path: Path) -> Non
     moved = Component(part.name, part.module, "v0.7.1", part.packages)
     assert build.build(moved, tmp_path / "cache", go) != first
     assert calls.read_text().count("x") == 2
+    assert not first.exists()  # the earlier pin's folder is gone
+
+
+def test_without_go_the_build_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(TpuRlError) as err:
+        build.go_command()
+    assert err.value.exit_code == 2 and "\n" not in str(err.value) and "Go" in str(err.value)

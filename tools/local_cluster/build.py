@@ -106,6 +106,9 @@ def build(component: Component, cache: Path, go: str, *, log: Path | None = None
         shutil.copy(module_dir(go, component, module) / path, scratch / Path(path).name)
     shutil.rmtree(home, ignore_errors=True)
     scratch.rename(home)
+    for older in home.parent.glob(f"{component.name}-v*"):  # the part's earlier pins: nothing reads them again
+        if older != home:
+            shutil.rmtree(older, ignore_errors=True)
     return home
 
 

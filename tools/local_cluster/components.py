@@ -52,10 +52,12 @@ class Component:
 
     @property
     def key(self) -> str:
-        """The build cache's folder: the part, its release and its Go module's digests."""
+        """The build cache's folder: the part, its release and the digest of its module's files (``go.mod``, ``go.sum``
+        and any ``main.go`` of its own; not the files the build generates)."""
         digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum"):
-            digest.update((self.go_dir / name).read_bytes())
+        generated = {name for _module, _path, name in self.embeds} | {".gitignore"}
+        for path in sorted(p for p in self.go_dir.iterdir() if p.name not in generated):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
 
 

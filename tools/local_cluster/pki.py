@@ -16,8 +16,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 3650
 DAYS = 365
-"""Longer than cert-controller's 90-day lookahead, past which Kueue's rotator would replace the pair (``cluster.
-kueue_certificates``); the keys are deleted with the cluster."""
+"""Longer than cert-controller's 90-day lookahead, past which Kueue's rotator would replace the pair
+(``parts.kueue_certificates``); the keys are deleted with the cluster."""
 KUEUE_NAMES = ("kueue-ca", "kueue-webhook-service.kueue-system.svc")
 """The names Kueue's rotator verifies the CA and the serving certificate against (``pkg/util/cert/cert.go``)."""
 

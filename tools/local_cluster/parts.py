@@ -30,7 +30,7 @@ import yaml
 
 from core.errors import TpuRlError
 from core.kueue_manager import configuration as kueue_configuration
-from tools.local_cluster import manifests, pki
+from tools.local_cluster import pki, seed
 from tools.local_cluster.build import build_all, go_command, module_dir
 from tools.local_cluster.components import COMPONENTS
 from tools.process import entry_point
@@ -196,7 +196,7 @@ def commands(bins: dict[str, Path], layout: Layout, keys: pki.Pki, ports: dict[s
             str(bins["kwok"] / "kwok"),
             f"--kubeconfig={kube}",
             "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={'='.join(manifests.KWOK_NODE)}",
+            f"--manage-nodes-with-annotation-selector={'='.join(seed.KWOK_NODE)}",
             f"--config={layout.folder / 'kwok.yaml'}",
             "--cidr=10.64.0.1/16",
             "--node-ip=10.128.0.1",
@@ -241,7 +241,7 @@ def controller_configs(layout: Layout, keys: pki.Pki, ports: dict[str, int]) -> 
 
 def kwok_config(module_dir: Path) -> list[dict[str, Any]]:
     """kwok's stages: its own release's node stages and its fast pod stages but ``pod-complete``, and ours that ends a
-    pod as a test asks (``manifests.EXIT_ANNOTATION``)."""
+    pod as a test asks (``seed.EXIT_ANNOTATION``)."""
     names = [
         "node/fast/node-initialize.yaml",
         "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
@@ -250,7 +250,7 @@ def kwok_config(module_dir: Path) -> list[dict[str, Any]]:
         "pod/fast/pod-delete.yaml",
     ]
     stages = [yaml.safe_load((module_dir / "kustomize/stage" / name).read_text()) for name in names]
-    return [*stages, manifests.pod_exit_stage()]
+    return [*stages, seed.pod_exit_stage()]
 
 
 def _readiness(part: str, ports: dict[str, int], keys: pki.Pki) -> Callable[[], bool]:
@@ -367,12 +367,12 @@ def _register(layout: Layout, keys: pki.Pki, state: State, modules: dict[str, Pa
     docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ("jobset-system", "kueue-system")
     ]
-    docs += manifests.nodes(manifests.Shape())
-    docs += manifests.crds(modules["jobset"], state.ports["jobset"], ca)
-    docs += manifests.crds(modules["kueue"], state.ports["kueue"], ca)
+    docs += seed.nodes(seed.Shape())
+    docs += seed.crds(modules["jobset"], state.ports["jobset"], ca)
+    docs += seed.crds(modules["kueue"], state.ports["kueue"], ca)
     docs.append(kueue_certificates(keys))
-    docs += manifests.webhooks(modules["jobset"], "jobset", state.ports["jobset"], ca)
-    docs += manifests.webhooks(modules["kueue"], "kueue", state.ports["kueue"], ca)
+    docs += seed.webhooks(modules["jobset"], "jobset", state.ports["jobset"], ca)
+    docs += seed.webhooks(modules["kueue"], "kueue", state.ports["kueue"], ca)
     _apply(api, docs)
 
 

@@ -1,0 +1,116 @@
+"""The real engine on the local cluster: the Pulumi CLI built from its Go module, the local Python language host and
+the Kubernetes provider built from theirs, a file backend with passphrase secrets. A small program of pulumi-kubernetes
+objects goes up, previews with no change, changes, and is destroyed; what the cluster holds is read after each.
+The program itself is not yet run here: it makes its own GKE cluster and cannot target an existing one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.local_cluster import Running, local_cluster
+from tools.local_cluster.build import build_all
+from tools.local_cluster.components import COMPONENTS
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["local_cluster"]
+
+PROVIDER = next(c for c in COMPONENTS if c.name == "pulumi-kubernetes")
+PROGRAM = """
+import pulumi
+import pulumi_kubernetes as k8s
+
+config = pulumi.Config()
+provider = k8s.Provider("local", kubeconfig=config.require("kubeconfig"))
+options = pulumi.ResourceOptions(provider=provider)
+namespace = k8s.core.v1.Namespace("ns", metadata={"name": "engine-smoke"}, opts=options)
+k8s.core.v1.ConfigMap(
+    "cm",
+    metadata={"name": "settings", "namespace": namespace.metadata.name},
+    data={"value": config.require("value")},
+    opts=options,
+)
+pulumi.export("namespace", namespace.metadata.name)
+"""
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory, local_cluster: Running) -> dict[str, Any]:
+    bins = build_all(engine=True, out=sys.stderr)
+    home = tmp_path_factory.mktemp("pulumi-home")
+    path = os.pathsep.join([str(bins["pulumi"]), str(bins["pulumi-language-python"]), os.environ["PATH"]])
+    env = {
+        **os.environ,
+        "PATH": path,
+        "PULUMI_HOME": str(home),
+        "PULUMI_BACKEND_URL": f"file://{tmp_path_factory.mktemp('state')}",
+        "PULUMI_CONFIG_PASSPHRASE": "local",
+        "PULUMI_SKIP_UPDATE_CHECK": "1",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    }
+    version = PROVIDER.pinned.removeprefix("v")
+    provider = bins["pulumi-kubernetes"] / "pulumi-resource-kubernetes"
+    pulumi = str(bins["pulumi"] / "pulumi")
+    subprocess.run(
+        [pulumi, "plugin", "install", "resource", "kubernetes", version, "--file", str(provider)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    project = tmp_path_factory.mktemp("project")
+    venv = Path(sys.executable).parent.parent
+    (project / "Pulumi.yaml").write_text(
+        f"name: engine-smoke\nruntime:\n  name: python\n  options:\n    virtualenv: {venv}\n"
+    )
+    (project / "__main__.py").write_text(PROGRAM)
+    return {"pulumi": pulumi, "env": env, "cwd": project, "client": local_cluster.api, "cluster": local_cluster}
+
+
+def _pulumi(engine: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [engine["pulumi"], *args, "--non-interactive"],
+        cwd=engine["cwd"],
+        env=engine["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _value(engine: dict[str, Any]) -> str | None:
+    from kubernetes import client as kube
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        got = kube.CoreV1Api(engine["client"]).read_namespaced_config_map("settings", "engine-smoke")
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return dict(got.data)["value"]
+
+
+def test_the_real_engine_ups_previews_changes_and_destroys_on_the_local_cluster(engine: dict[str, Any]) -> None:
+    kubeconfig = engine["cluster"].layout.kubeconfig.read_text()
+    _pulumi(engine, "stack", "init", "local", "--secrets-provider", "passphrase")
+    _pulumi(engine, "config", "set", "--secret", "kubeconfig", kubeconfig)
+    _pulumi(engine, "config", "set", "value", "one")
+    up = _pulumi(engine, "up", "--yes")
+    assert "+ 4 created" in up.stdout and _value(engine) == "one"  # the stack, the provider and the two objects
+    _pulumi(engine, "preview", "--expect-no-changes")
+    _pulumi(engine, "config", "set", "value", "two")
+    changed = _pulumi(engine, "up", "--yes")
+    # The provider replaces a ConfigMap whose data changes (ConfigMaps are immutable to it unless told otherwise).
+    assert "+-1 replaced" in changed.stdout and _value(engine) == "two"
+    _pulumi(engine, "destroy", "--yes")
+    assert _value(engine) is None
