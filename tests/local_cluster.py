@@ -19,6 +19,11 @@ from tools.local_cluster import parts as local
 from tools.local_cluster.seed import CONTAINER_ANNOTATION, DISRUPTED_ANNOTATION, EXIT_ANNOTATION, REASON_ANNOTATION
 
 REQUIRED = "TPU_RL_LOCAL_CLUSTER_REQUIRED"
+RECOVERY = 15
+"""Kueue's ``waitForPodsReady.recoveryTimeout`` on the tests' cluster (seconds; a stack's is hours): the scenarios
+that lose a host play the whole budget. Its ``timeout``, 120 s, is far above what kwok's pods take to be Ready."""
+NODE_GRACE = 15
+"""How long a host may miss its heartbeats before the node lifecycle controller calls it lost (Kubernetes: 50 s)."""
 WAIT_SECONDS = 90
 
 
@@ -36,7 +41,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]
             pytest.fail(f"{REQUIRED} is set but there is no `go` on PATH")
         pytest.skip('no Go on PATH: the local cluster cannot be built (docs/testing.md "The local cluster")')
     folder = tmp_path_factory.mktemp("local-cluster")
-    layout = local.up(folder)
+    layout = local.up(folder, kueue_timeouts=(120, RECOVERY), node_grace=NODE_GRACE)
     try:
         yield Running(local.client(layout), layout)
     finally:

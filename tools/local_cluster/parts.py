@@ -136,7 +136,9 @@ def kubeconfig(api_port: int, keys: pki.Pki) -> dict[str, Any]:
     }
 
 
-def commands(bins: dict[str, Path], layout: Layout, keys: pki.Pki, ports: dict[str, int]) -> dict[str, list[str]]:
+def commands(
+    bins: dict[str, Path], layout: Layout, keys: pki.Pki, ports: dict[str, int], node_grace: int | None = None
+) -> dict[str, list[str]]:
     """Each part's command line (a plain function of where things are: ``tests/test_local_cluster.py`` reads it)."""
     kube = str(layout.kubeconfig)
     etcd = f"http://127.0.0.1:{ports['etcd']}"
@@ -182,6 +184,7 @@ def commands(bins: dict[str, Path], layout: Layout, keys: pki.Pki, ports: dict[s
             f"--root-ca-file={keys.ca}",
             f"--cluster-signing-cert-file={keys.ca}",
             f"--cluster-signing-key-file={keys.path('ca.key')}",
+            *([f"--node-monitor-grace-period={node_grace}s"] if node_grace else []),
         ],
         "kube-scheduler": [
             str(k8s / "kube-scheduler"),
@@ -201,13 +204,20 @@ def commands(bins: dict[str, Path], layout: Layout, keys: pki.Pki, ports: dict[s
             "--cidr=10.64.0.1/16",
             "--node-ip=10.128.0.1",
             f"--server-address=127.0.0.1:{ports['kwok']}",
+            "--node-lease-duration-seconds=0",  # status heartbeats instead (kwok_config)
         ],
         "jobset": [str(bins["jobset"] / "jobset"), f"--config={layout.folder / 'jobset.yaml'}"],
         "kueue": [str(bins["kueue"] / "kueue"), f"--config={layout.folder / 'kueue.yaml'}"],
     }
 
 
-def controller_configs(layout: Layout, keys: pki.Pki, ports: dict[str, int]) -> dict[str, dict[str, Any]]:
+KUEUE_TIMEOUTS = (1800, 16200)
+"""Kueue's ``waitForPodsReady`` timeout and recovery timeout (seconds): the example stacks' (30 minutes, 4h30)."""
+
+
+def controller_configs(
+    layout: Layout, keys: pki.Pki, ports: dict[str, int], kueue_timeouts: tuple[int, int] = KUEUE_TIMEOUTS
+) -> dict[str, dict[str, Any]]:
     """JobSet's and Kueue's manager configurations: the program's Kueue configuration (``core.kueue_manager``) with
     what a loopback run changes: the webhooks' loopback address and the local CA's certificates (JobSet's rotation
     off: there is no Service to route to; Kueue's, see ``kueue_certificates``), no metrics endpoint, no leader
@@ -223,7 +233,7 @@ def controller_configs(layout: Layout, keys: pki.Pki, ports: dict[str, int]) -> 
         "clientConnection": {"qps": 500, "burst": 500},
     }
     kueue = {
-        **kueue_configuration(300, 900),
+        **kueue_configuration(*kueue_timeouts),
         **loopback,
         "namespace": "kueue-system",
         "internalCertManagement": {
@@ -239,17 +249,26 @@ def controller_configs(layout: Layout, keys: pki.Pki, ports: dict[str, int]) -> 
     return {"jobset": jobset, "kueue": kueue}
 
 
-def kwok_config(module_dir: Path) -> list[dict[str, Any]]:
+def kwok_config(module_dir: Path, node_grace: int | None = None) -> list[dict[str, Any]]:
     """kwok's stages: its own release's node stages and its fast pod stages but ``pod-complete``, and ours that ends a
-    pod as a test asks (``seed.EXIT_ANNOTATION``)."""
+    pod as a test asks (``seed.EXIT_ANNOTATION``). The nodes' heartbeat is kwok's status heartbeat (no leases: kwok
+    renews a node's lease for as long as the node exists), paused on a node labelled ``seed.LOST_LABEL`` (its kubelet
+    gone), and with a shorter ``node_grace`` beating well within it."""
     names = [
         "node/fast/node-initialize.yaml",
-        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        "node/heartbeat/node-heartbeat.yaml",
         "node/chaos/node-not-ready.yaml",
         "pod/fast/pod-ready.yaml",
         "pod/fast/pod-delete.yaml",
     ]
     stages = [yaml.safe_load((module_dir / "kustomize/stage" / name).read_text()) for name in names]
+    heartbeat = stages[1]["spec"]
+    heartbeat["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.labels["{seed.LOST_LABEL}"]', "operator": "DoesNotExist"}
+    )
+    if node_grace:
+        beat = node_grace * 1000 // 5
+        heartbeat["delay"] = {"durationMilliseconds": beat, "jitterDurationMilliseconds": beat}
     return [*stages, seed.pod_exit_stage()]
 
 
@@ -310,8 +329,17 @@ def _apply(client: Any, docs: Sequence[dict[str, Any]]) -> None:
         )
 
 
-def up(root: Path | None = None, *, out: TextIO = sys.stdout) -> Layout:
-    """Build what is missing, start every part, wait for each, register the nodes, CRDs and webhooks."""
+def up(
+    root: Path | None = None,
+    *,
+    kueue_timeouts: tuple[int, int] = KUEUE_TIMEOUTS,
+    node_grace: int | None = None,
+    out: TextIO = sys.stdout,
+) -> Layout:
+    """Build what is missing, start every part, wait for each, register the nodes, CRDs and webhooks. A scenario
+    that plays Kueue's recovery budget gives shorter ``kueue_timeouts``, and one that loses a host a shorter
+    ``node_grace`` (seconds without a heartbeat before the node lifecycle controller calls a node lost; Kubernetes'
+    default, 50 s, when None)."""
     layout = Layout(root or folder())
     state = State.load(layout)
     if state and all(_alive(state.pids.get(p, -1)) for p in PARTS):
@@ -329,10 +357,10 @@ def up(root: Path | None = None, *, out: TextIO = sys.stdout) -> Layout:
     state = State(ports={name: _free_port() for name in names})
     state.save(layout)
     layout.kubeconfig.write_text(yaml.safe_dump(kubeconfig(state.ports["kube-apiserver"], keys)))
-    for name, config in controller_configs(layout, keys, state.ports).items():
+    for name, config in controller_configs(layout, keys, state.ports, kueue_timeouts).items():
         (layout.folder / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    (layout.folder / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(modules["kwok"])))
-    argv = commands(bins, layout, keys, state.ports)
+    (layout.folder / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(modules["kwok"], node_grace)))
+    argv = commands(bins, layout, keys, state.ports, node_grace)
     started = time.monotonic()
     try:
         for part in PARTS:

@@ -152,6 +152,8 @@ def webhooks(module_dir: Path, prefix: str, port: int, ca: bytes) -> list[dict[s
     return out
 
 
+LOST_LABEL = "tpu-rl.local/lost"
+"""Set on a node, kwok stops its heartbeats, as when its kubelet is gone (``parts.kwok_config``)."""
 EXIT_ANNOTATION = "tpu-rl.local/exit-code"
 """Set on a running pod, kwok ends it (``pod_exit_stage``): its containers terminate with this code (the one named
 by ``CONTAINER_ANNOTATION`` alone, the others with 0), the pod ``Succeeded`` for 0 and ``Failed`` otherwise."""
