@@ -42,10 +42,13 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]
         pytest.skip('no Go on PATH: the local cluster cannot be built (docs/testing.md "The local cluster")')
     folder = tmp_path_factory.mktemp("local-cluster")
     layout = local.up(folder, kueue_timeouts=(120, RECOVERY), node_grace=NODE_GRACE)
+    pids = local.State.load(layout).pids  # type: ignore[union-attr]
     try:
         yield Running(local.client(layout), layout)
     finally:
         local.down(folder)
+    # `make local-cluster-down` leaves nothing running, and nothing behind.
+    assert [part for part, pid in pids.items() if local._alive(pid)] == [] and not folder.exists()
 
 
 def until(what: str, probe: Callable[[], Any], seconds: float = WAIT_SECONDS) -> Any:
