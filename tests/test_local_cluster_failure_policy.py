@@ -92,8 +92,11 @@ def _play(api: Any, name: str, exits: list[tuple[int, list[dict[str, str]], str]
             head = until(f"{name}'s head running", functools.partial(_head, api, name, uid))
             uid = head.metadata.uid
             before = int(_status(api, name).get("restarts", 0))
-            disrupted = conditions[0]["type"] if conditions else ""
-            end_container(api, head, code, container=WORKLOAD, reason=reason, disrupted=disrupted and "Preempted")
+            if code == DRAINED:
+                _drain(api, head)
+            else:
+                disrupted = conditions[0]["type"] if conditions else ""
+                end_container(api, head, code, container=WORKLOAD, reason=reason, disrupted=disrupted and "Preempted")
             answer = until(f"{name}: JobSet's answer to exit {code}", functools.partial(_outcome, api, name, before))
             seen.append(answer)
     finally:
@@ -111,13 +114,43 @@ def _play(api: Any, name: str, exits: list[tuple[int, list[dict[str, str]], str]
     return seen
 
 
+DRAINED = -1
+"""Not an exit: the head's node drained (cordoned, its pod evicted through the Eviction API, as `kubectl drain`)."""
+
+
+def _drain(api: Any, pod: Any) -> None:
+    from kubernetes import client as kube
+
+    core = kube.CoreV1Api(api)
+    core.patch_node(pod.spec.node_name, {"spec": {"unschedulable": True}})
+    try:
+        eviction = kube.V1Eviction(metadata=kube.V1ObjectMeta(name=pod.metadata.name, namespace=NAMESPACE))
+        core.create_namespaced_pod_eviction(pod.metadata.name, NAMESPACE, eviction)
+        until(f"{pod.metadata.name} evicted", lambda: not _exists(core, pod))
+    finally:
+        core.patch_node(pod.spec.node_name, {"spec": {"unschedulable": False}})
+
+
+def _exists(core: Any, pod: Any) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.read_namespaced_pod(pod.metadata.name, NAMESPACE)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
 def _model(exits: list[tuple[int, list[dict[str, str]], str]]) -> list[tuple[str, Any]]:
     """The model's answers, in the real controller's words: a FailJobSet rule's failure is JobSet's
     ``FailJobSetFailurePolicyAction``; a restart is how many counted towards ``maxRestarts``."""
     out: list[tuple[str, Any]] = []
     counted = 0
     for code, conditions, _reason in exits:
-        kind, value = head_exit(TRAIN, code, counted, conditions)
+        # A drained pod is stopped with SIGTERM: a container that exits on it exits 143.
+        kind, value = head_exit(TRAIN, 143 if code == DRAINED else code, counted, conditions)
         if kind == "failed" and value != "ReachedMaxRestarts":
             value = "FailJobSetFailurePolicyAction"
         if kind == "restarted":
@@ -136,6 +169,7 @@ CASES: dict[str, Exits] = {
     "stalled": [(STALLED_EXIT, [], "")],
     "drill-then-exception": [(DRILL_EXIT, [], ""), (1, [], "")],
     "slice-absent": [(SLICE_WAIT_EXIT, [], "")],
+    "head-drained": [(DRAINED, DISRUPTED, "")],
 }
 
 

@@ -251,7 +251,8 @@ def controller_configs(
 
 def kwok_config(module_dir: Path, node_grace: int | None = None) -> list[dict[str, Any]]:
     """kwok's stages: its own release's node stages and its fast pod stages but ``pod-complete``, and ours that ends a
-    pod as a test asks (``seed.EXIT_ANNOTATION``). The nodes' heartbeat is kwok's status heartbeat (no leases: kwok
+    pod as a test asks (``seed.EXIT_ANNOTATION``) and that stops a running pod being deleted before kwok removes it
+    (``seed.pod_stop_stage``). The nodes' heartbeat is kwok's status heartbeat (no leases: kwok
     renews a node's lease for as long as the node exists), paused on a node labelled ``seed.LOST_LABEL`` (its kubelet
     gone), and with a shorter ``node_grace`` beating well within it."""
     names = [
@@ -269,7 +270,13 @@ def kwok_config(module_dir: Path, node_grace: int | None = None) -> list[dict[st
     if node_grace:
         beat = node_grace * 1000 // 5
         heartbeat["delay"] = {"durationMilliseconds": beat, "jitterDurationMilliseconds": beat}
-    return [*stages, seed.pod_exit_stage()]
+    # kwok's pod-delete empties every finalizer, the Job controller's too, so a Job's pod could vanish before the Job
+    # controller counted it (a kubelet leaves finalizers to their owners); and a running pod is stopped first
+    # (seed.pod_stop_stage).
+    delete = stages[4]["spec"]
+    delete["next"].pop("finalizers", None)
+    delete["selector"]["matchExpressions"].append({"key": ".status.phase", "operator": "NotIn", "values": ["Running"]})
+    return [*stages, seed.pod_exit_stage(), seed.pod_stop_stage()]
 
 
 def _readiness(part: str, ports: dict[str, int], keys: pki.Pki) -> Callable[[], bool]:

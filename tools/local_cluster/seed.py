@@ -217,3 +217,46 @@ phase: {{{{ if eq $code "0" }}}}Succeeded{{{{ else }}}}Failed{{{{ end }}}}
             "next": {"delete": False, "statusTemplate": template},
         },
     }
+
+
+def pod_stop_stage() -> dict[str, Any]:
+    """The kwok stage that plays a kubelet stopping a running pod it is told to delete (an eviction, a drain, a
+    preemption): its containers get SIGTERM and exit 143, the pod (``restartPolicy: Never``, as every step's) ends
+    ``Failed``, and only then does kwok's own ``pod-delete`` stage remove it (``parts.kwok_config`` holds that stage
+    back from running pods). Without it a deleted pod vanishes unended, and the Job controller counts no failure."""
+    template = """{{ $now := Now }}
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: 143
+      finishedAt: {{ $now | Quote }}
+      reason: "Error"
+      startedAt: {{ $now | Quote }}
+{{ end }}
+conditions:
+- type: Ready
+  status: "False"
+  lastTransitionTime: {{ $now | Quote }}
+phase: Failed
+"""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "tpu-rl-pod-stop"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                ]
+            },
+            "next": {"statusTemplate": template},
+        },
+    }
