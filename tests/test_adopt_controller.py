@@ -64,6 +64,8 @@ from tools.controller_facts import (
 )
 from tools.stack_files import ROOT
 
+pytestmark = pytest.mark.slow
+
 VENDOR = Path(__file__).parent / "data" / "vendor"
 PACKAGING_SCRIPT = b"""#!/usr/bin/env bash
 GIT_TAG=${GIT_TAG:-$(git describe --tags --dirty --always)}

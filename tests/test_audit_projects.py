@@ -10,6 +10,8 @@ from tests.conftest import SENTINEL_TOKEN
 from tests.stack_homes import cli_file, repo
 from tools.plan import plan_stack
 
+pytestmark = pytest.mark.slow
+
 PROJECT = "acme-tpu"
 
 

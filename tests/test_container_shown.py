@@ -114,6 +114,7 @@ def test_a_line_is_one_line_cut_at_its_limit_after_the_redaction():
 
 
 @PROPERTIES
+@pytest.mark.slow
 @given(st.text(max_size=300))
 def test_a_line_is_one_printable_line_of_what_a_terminal_draws(text):
     line = shown.line(text, 10_000)
@@ -122,6 +123,7 @@ def test_a_line_is_one_printable_line_of_what_a_terminal_draws(text):
 
 
 @PROPERTIES
+@pytest.mark.slow
 @given(st.text(max_size=200), st.text(alphabet="\u200b\u00ad\U000e0041\x1b[31m\u202e", max_size=4))
 def test_a_held_secret_never_survives_an_invisible_character_inside_it(before, inside):
     held = {"HF_TOKEN": TOKEN}

@@ -42,6 +42,8 @@ from tests.fake_pulumi import CLEAN, calls, checkout, install
 from tests.github_expression import evaluate, render, render_text
 from tools.stack_files import ROOT
 
+pytestmark = pytest.mark.slow
+
 PREVIEW = yaml.safe_load((WORKFLOWS / "preview.yml").read_text())
 ROUNDS = 13
 """Round 0 (the job `deploy`) and the continuations `continue-1` ... `continue-12`."""

@@ -30,6 +30,8 @@ from tests.loopback import serve
 from tests.run_files import START, write_raw_events
 from workloads.specs.step_specs import plan_workflow
 
+pytestmark = pytest.mark.slow
+
 configuration.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "tpu-rl-hypothesis")  # not the checkout's
 
 PROPERTIES = settings(

@@ -29,6 +29,8 @@ from tests.pure_plan import per_mutant_cache, pure_plan
 from tools.plan.offline import SECRET_SIG, SECRET_SIG_KEY, UNKNOWN, Plan
 from tools.stack_files import ROOT
 
+pytestmark = pytest.mark.slow
+
 STACKS = ("dev", "prod")
 
 

@@ -15,7 +15,7 @@ from tools.stack_files import ROOT
 
 MAKE = shutil.which("make")
 PROTECT, WORKFLOW = "tpu-rl:protect", "tpu-rl:workflow.enabled"
-pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
+pytestmark = [pytest.mark.skipif(MAKE is None, reason="make is not installed"), pytest.mark.slow]
 
 FAKE_PULUMI = """#!/bin/sh
 echo "$*" >> "$PULUMI_LOG"

@@ -117,6 +117,7 @@ def dead_pid() -> int:
 # Where the state lives
 
 
+@pytest.mark.slow
 @pytest.mark.slow  # make: some 0.8 s
 def test_a_file_backend_inside_the_checkout_is_refused_in_one_line_naming_the_override(tmp_path):
     inside = f"file://{tmp_path / 'checkout' / '.pulumi-state'}"
@@ -132,6 +133,7 @@ def test_a_file_backend_inside_the_checkout_is_refused_in_one_line_naming_the_ov
     assert backends(tmp_path) == [inside] * 3, "every pulumi command is given the stack's home, and no login runs"
 
 
+@pytest.mark.slow
 def test_the_default_needs_the_projects_id_and_the_example_placeholder_is_refused(tmp_path):
     """Nothing recorded, nothing set: the stack's bucket is named after gcp:project, so the placeholder stops here."""
     done, calls = make(tmp_path, "up", "STACK=dev")
@@ -144,6 +146,7 @@ def test_the_default_needs_the_projects_id_and_the_example_placeholder_is_refuse
     assert calls == []
 
 
+@pytest.mark.slow
 def test_make_up_selects_and_runs_up_in_the_stacks_home_and_yes_only_when_asked(tmp_path):
     url = f"file://{tmp_path / 'state'}"  # outside the checkout: allowed when asked for
     done, calls = make(tmp_path, "up", "STACK=dev", STATE_BACKEND=url)
@@ -169,6 +172,7 @@ def test_make_up_selects_and_runs_up_in_the_stacks_home_and_yes_only_when_asked(
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     """``TPU_RL_RELEASES_IN_STATE`` as `pulumi up` sees it: the export's releases (a pending create counts), empty
     for a new stack, unset (with one warning, and `up` still runs) when the state cannot be read."""
@@ -190,6 +194,7 @@ def test_make_up_hands_pulumi_up_the_releases_the_state_holds(tmp_path):
     assert seen.read_text() == "unset\n", "a value left in the environment is not taken for the state's"
 
 
+@pytest.mark.slow
 @pytest.mark.slow
 def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cluster_keeps_it(
     tmp_path, cluster, monkeypatch
@@ -219,6 +224,7 @@ def test_make_up_stops_before_pulumi_up_at_a_release_the_state_lost_while_the_cl
     assert calls[-1] == "stack export --stack dev" and not (tmp_path / "pulumi.log.releases").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.slow  # make: some 0.8 s
 def test_a_new_stack_is_created_with_the_secrets_provider_asked_for(tmp_path):
     path = checkout(tmp_path) / "Pulumi.dev.yaml"  # no permission check (tests/test_state_bucket.py has its own)
@@ -240,6 +246,7 @@ def test_a_new_stack_is_created_with_the_secrets_provider_asked_for(tmp_path):
 # Locks a killed `pulumi` leaves
 
 
+@pytest.mark.slow
 def test_make_up_names_a_stale_lock_and_make_unlock_before_the_cli_meets_it(tmp_path):
     backend = tmp_path / "state"
     url = f"file://{backend}"
@@ -260,6 +267,7 @@ def test_make_up_names_a_stale_lock_and_make_unlock_before_the_cli_meets_it(tmp_
         assert not [c for c in calls if c.startswith(target)]
 
 
+@pytest.mark.slow
 def test_make_unlock_refuses_while_the_locks_process_runs_here_and_otherwise_runs_pulumi_cancel(tmp_path):
     backend = tmp_path / "state"
     url = f"file://{backend}"
@@ -328,6 +336,7 @@ def test_the_lock_path_is_the_clis():
 # help, logs
 
 
+@pytest.mark.slow
 def test_make_help_lists_every_target_a_user_runs(tmp_path):
     done, _ = make(tmp_path, "help")
     assert done.returncode == 0, done.stderr
@@ -342,6 +351,7 @@ def test_make_help_lists_every_target_a_user_runs(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_make_logs_runs_the_logs_tool_and_names_a_missing_step(tmp_path):
     done = subprocess.run(
         [MAKE or "make", "--no-print-directory", "-n", "logs", "STACK=prod", "STEP=train"],
@@ -369,6 +379,7 @@ def test_no_target_passes_a_flag_that_bypasses_a_guard():
     assert "--continue-on-error=false" in destroy, "the flag beats PULUMI_CONTINUE_ON_ERROR"
 
 
+@pytest.mark.slow
 @pytest.mark.slow
 def test_make_up_hands_pulumi_up_the_image_pins_and_keys_the_state_holds_and_runs_the_pack(tmp_path):
     """``TPU_RL_IMAGES_IN_STATE`` and ``TPU_RL_KEYS_IN_STATE`` as `pulumi up` sees them: the digests of the state's

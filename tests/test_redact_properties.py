@@ -21,7 +21,7 @@ from core import redact
 from core.redact import redact_text, remember, scrub
 from core.terminal import TERMINAL_CONTROLS, visible
 
-pytestmark = pytest.mark.pure
+pytestmark = [pytest.mark.pure, pytest.mark.slow]
 configuration.set_hypothesis_home_dir(
     Path(tempfile.gettempdir()) / "tpu-rl-hypothesis"
 )  # not the checkout's .hypothesis

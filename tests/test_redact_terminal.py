@@ -127,6 +127,7 @@ is one), no blank letter."""
 
 
 @PROPERTIES
+@pytest.mark.slow
 @given(DRAWN, st.lists(st.tuples(st.integers(0, 10_000), HIDDEN_CHARS), max_size=20))
 def test_what_is_drawn_is_kept_and_the_rest_goes_wherever_it_is(text, inserts):
     cuts = sorted((at % (len(text) + 1), inserted) for at, inserted in inserts)
@@ -140,6 +141,7 @@ def test_what_is_drawn_is_kept_and_the_rest_goes_wherever_it_is(text, inserts):
 
 
 @PROPERTIES
+@pytest.mark.slow
 @given(st.text())
 def test_nothing_a_terminal_acts_on_is_left(text):
     shown = visible(text)

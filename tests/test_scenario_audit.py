@@ -41,6 +41,8 @@ from tools.plan import plan_stack
 from tools.plan.offline import Plan
 from tools.stack_files import ROOT
 
+pytestmark = pytest.mark.slow
+
 _CHECKOUTS = tempfile.TemporaryDirectory(prefix="tpu-rl-scenario-audit-")
 
 

@@ -53,6 +53,8 @@ from tools.stack_files import ROOT
 from tools.state_home import Home
 from tools.state_locks import lock_prefix
 
+pytestmark = pytest.mark.slow
+
 PROJECT = "acme-tpu"
 STACKS = ("dev", "prod")
 HUB_BUCKET = f"{PROJECT}-hub-cache"

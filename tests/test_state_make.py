@@ -20,7 +20,7 @@ from tests.fake_pulumi import CLEAN, calls, checkout, install
 from tests.scenario import EXPORT
 
 MAKE = shutil.which("make")
-pytestmark = pytest.mark.skipif(MAKE is None, reason="make is not installed")
+pytestmark = [pytest.mark.skipif(MAKE is None, reason="make is not installed"), pytest.mark.slow]
 PROJECT = "acme-tpu"
 SHARED_KEY = f"gcpkms://projects/{PROJECT}/locations/global/keyRings/pulumi-state/cryptoKeys/pulumi-secrets"
 
