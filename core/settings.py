@@ -189,6 +189,18 @@ class KueueSettings:
 
 
 @dataclass(frozen=True)
+class ExistingCluster:
+    """``tpu-rl:existingCluster``: a cluster the stack did not create, which it runs the workflow on and never changes
+    beyond the workflow's own objects."""
+
+    kube_context: str
+    """The kubeconfig context that reaches it (``gcloud container clusters get-credentials`` writes a GKE cluster's)."""
+    workload_identity: bool = True
+    """GKE with Workload Identity: the CPU steps get Google service accounts of their own, bound to their Kubernetes
+    service accounts; false: their pods run as their nodes' identity (a cluster outside Google Cloud, a local one)."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the program needs, validated."""
 
@@ -223,6 +235,8 @@ class Settings:
     (``core.config.projects``)."""
     access: AccessSettings = AccessSettings()
     """``tpu-rl:access``: the members the stack's configuration names as its own."""
+    existing: ExistingCluster | None = None
+    """``tpu-rl:existingCluster``: the cluster the workflow runs on when the stack creates none (None: its own)."""
 
     @property
     def hub_cache(self) -> str:
@@ -261,14 +275,29 @@ class Settings:
 
     @property
     def kube_context(self) -> str:
-        """The kubeconfig context of the cluster, named as ``gcloud container clusters get-credentials``
-        names it (``gke_<project>_<region>_<cluster>``)."""
+        """The kubeconfig context of the cluster: an existing cluster's as configured, else the stack's own named as
+        ``gcloud container clusters get-credentials`` names it (``gke_<project>_<region>_<cluster>``)."""
+        if self.existing is not None:
+            return self.existing.kube_context
         return "gke_" + self.cluster_identifier.replace("/", "_")
 
     @property
+    def gke_cluster(self) -> tuple[str, str, str] | None:
+        """The GKE cluster the steps run on, as project, location and name (Cloud Logging's labels): the stack's own,
+        or an existing one whose context is named as ``gcloud container clusters get-credentials`` names it; None for
+        another context."""
+        if self.existing is None:
+            return self.project, self.region, self.cluster_name
+        parts = self.existing.kube_context.split("_", 3)
+        if len(parts) == 4 and parts[0] == "gke" and all(parts[1:]):
+            return parts[1], parts[2], parts[3]
+        return None
+
+    @property
     def get_credentials_command(self) -> str:
-        """The command that writes that context to ``~/.kube/config``."""
-        return (
-            f"gcloud container clusters get-credentials {self.cluster_name} --location {self.region} "
-            f"--project {self.project}"
-        )
+        """The command that writes that context to ``~/.kube/config`` ("" for an existing cluster that is not a GKE
+        cluster ``gke_cluster`` can name: its owner gives the context)."""
+        if self.gke_cluster is None:
+            return ""
+        project, location, name = self.gke_cluster
+        return f"gcloud container clusters get-credentials {name} --location {location} --project {project}"

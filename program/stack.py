@@ -14,37 +14,26 @@ from core.config import placeholder_problems
 from core.config.projects import problem as shared_project_problem
 from core.config.projects import stack_configs
 from core.config.values import OFFLINE_SECRETS
-from core.config.workflow_keys import IMAGE_REGISTRIES
 from core.errors import BAD_INPUT, TpuRlError
 from core.estimate import estimate_for
 from core.images import (
-    Mirror,
     image_outputs,
-    mirrors_for,
     pin_images,
     recorded_pins,
     to_resolve,
 )
-from core.names import KMS_API, REQUIRED_APIS, head_ksa, workload_member
+from core.names import head_ksa
 from core.printed_commands import make_target, pulumi_config_set
 from core.settings import Settings
 from core.steps import STEPS
 from core.version import VERSION, in_state, runs_again, why_again
-from infra.gcp.access import IMAGE_PULLERS
-from infra.gcp.apis import ProjectApis
-from infra.gcp.artifact_registry import ARTIFACT_REGISTRY_API, ImageMirror, ImageMirrorArgs
-from infra.gcp.cluster import ClusterVersion, GkeCluster, GkeClusterArgs
-from infra.gcp.gke_spec import PoolSite, cluster_args, cpu_pool_args, system_pool_args, tpu_pool_args
-from infra.gcp.identities import IdentitiesArgs, NodeIdentities
-from infra.gcp.kms import SecretsKey, SecretsKeyArgs
 from infra.gcp.naming import Names, names_for
-from infra.gcp.network import Network, NetworkArgs
-from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.kueue import kueue_objects
 from infra.k8s.manifests import platform_labels
 from infra.k8s.platform import ClusterReads, DestroyGuard, KubernetesPlatform, PlatformArgs
 from infra.stop import StopError, log_info, log_warn, stop, stop_all
 from program.config import Accept, accepted, settings_from_runtime
+from program.site import Site, cloud, existing, mirrors, needs
 from program.world import OFFLINE, CheckCapacity, ResolveDigest, World
 from workloads.preflight import COMMIT, BaseModel
 from workloads.reader import Hub, LiveReader, reader_args
@@ -74,7 +63,7 @@ def main(world: World = OFFLINE, *, preflight: bool = True) -> Settings:
     for line in slice_warnings(settings.tpu.slices):
         log_warn(line)
     names = names_for(settings)
-    mirrors = _mirrors(settings)
+    mirrored = mirrors(settings)
     pinned = settings.model.revision if COMMIT.fullmatch(settings.model.revision) else ""
     checked = _Checked(settings, plan, BaseModel(pinned, None), frozenset())
     if preflight:
@@ -82,15 +71,18 @@ def main(world: World = OFFLINE, *, preflight: bool = True) -> Settings:
     settings, plan = checked.settings, checked.plan
     if plan is not None:
         _runs_again(settings, plan, accept, world.state.steps)
-    cloud = _cloud(settings, names, mirrors, checked.reuse)
-    reads = ClusterReads(cloud.gke.kubeconfig, world.cluster, world.state.releases) if world.cluster else None
-    platform = _kubernetes(settings, names, cloud, plan, reads)
+    if settings.existing is None:
+        site = cloud(settings, names, mirrored, checked.reuse).site()
+    else:
+        site = existing(settings, names, world)
+    reads = ClusterReads(site.kubeconfig, world.cluster, world.state.releases) if world.cluster else None
+    platform = _kubernetes(settings, names, site, plan, reads)
     # Registered once the platform is, before any step: a protected stack is guarded whatever happens to the steps.
-    DestroyGuard(GUARD, settings.protect, [*cloud.parts(), platform])
+    DestroyGuard(GUARD, settings.protect, [*site.parts, platform])
     run: WorkflowRun | None = None
     if plan is not None:
-        run = _workflow(settings, plan, cloud.gke, platform, checked.base, world, accept=accept)
-    _export_platform(settings, cloud)
+        run = _workflow(settings, plan, site, platform, checked.base, world, accept=accept)
+    _export_platform(settings, site)
     _step_guards(settings, plan, run)
     return settings
 
@@ -158,121 +150,17 @@ def _preflight_phase(checked: _Checked, world: World) -> _Checked:
         base = _preflight(settings, world.hub)
     if world.registry is not None and plan is not None:  # the images are the steps': no workflow, nothing runs them
         settings, plan = _pinned_images(settings, plan, world.registry, world.state.pins)
-    if world.capacity is not None and settings.workflow.capacity_check:
+    # The capacity check reads what creating the stack's pools would take: an existing cluster's slice is there.
+    if world.capacity is not None and settings.workflow.capacity_check and settings.existing is None:
         reuse = _capacity(settings, world.capacity, world.state.keys)
     return _Checked(settings, plan, base, reuse)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Cloud:
-    """The GCP platform (``infra/gcp``), in the order it is registered."""
-
-    apis: ProjectApis
-    network: Network
-    bucket: ArtifactBucket
-    identities: NodeIdentities
-    mirror: ImageMirror | None
-    secrets_key: SecretsKey | None
-    gke: GkeCluster
-
-    def parts(self) -> list[pulumi.Resource]:
-        """What the platform's destroy guard holds (with the Kubernetes platform), in the order registered."""
-        parts = [self.apis, self.network, self.bucket, self.identities, self.mirror, self.secrets_key, self.gke]
-        return [r for r in parts if r is not None]
-
-
-def _cloud(settings: Settings, names: Names, mirrors: dict[str, Mirror], reuse: frozenset[str]) -> _Cloud:
-    """The project's APIs, the network, the bucket, the node and step accounts, the image mirrors, the Secrets key
-    and the cluster with its pools."""
-    # The image mirrors need the Artifact Registry API (``infra.gcp.artifact_registry``).
-    required = REQUIRED_APIS + ((ARTIFACT_REGISTRY_API,) if mirrors else ())
-    apis = ProjectApis("apis", settings.project, required + ((KMS_API,) if settings.gke.secrets_key else ()))
-    after_apis = pulumi.ResourceOptions(depends_on=apis.services)
-    network_args = NetworkArgs(
-        settings.project, settings.region, names.network, names.subnet, names.router, names.nat, names.firewall_internal
-    )
-    network = Network("network", network_args, after_apis)
-    bucket = ArtifactBucket("artifacts", BucketArgs(bucket_args(settings), settings.protect), after_apis)
-    identities = NodeIdentities(
-        "identities",
-        IdentitiesArgs(
-            project=settings.project,
-            cluster_name=settings.cluster_name,
-            service_accounts=names.service_accounts,
-            bucket=bucket.bucket.name,
-            bucket_name=settings.bucket_name,
-            model=settings.model.spec.name,
-            steps=settings.workflow.steps,
-            private_registries=any(r not in IMAGE_REGISTRIES for r in settings.images.registries),
-            hub_cache=settings.shared_hub_cache,
-            hub_cache_writes=settings.hub_cache_writes,
-        ),
-        after_apis,
-    )
-    mirror = None
-    if mirrors:
-        pullers = {account: identities.email(account) for account in IMAGE_PULLERS}
-        mirror = ImageMirror("images", ImageMirrorArgs(settings.project, mirrors, pullers, settings.labels), after_apis)
-    secrets_key = None
-    if settings.gke.secrets_key:
-        secrets_key = SecretsKey(
-            "secrets-key",
-            SecretsKeyArgs(
-                project=settings.project,
-                region=settings.region,
-                key=settings.gke.secrets_key,
-                ring_name=names.key_ring,
-                key_id=names.crypto_key,
-                labels=settings.labels,
-                adopt=reuse,
-            ),
-            after_apis,
-        )
-    gke = GkeCluster("gke", _gke_args(settings, names, network, identities, secrets_key, mirror), after_apis)
-    return _Cloud(apis, network, bucket, identities, mirror, secrets_key, gke)
-
-
-def _gke_args(
-    settings: Settings,
-    names: Names,
-    network: Network,
-    identities: NodeIdentities,
-    secrets_key: SecretsKey | None,
-    mirror: ImageMirror | None,
-) -> GkeClusterArgs:
-    """The cluster's and its pools' arguments (``infra.gcp.gke_spec``) and what else the cluster component takes."""
-    gke = settings.gke
-    key = secrets_key.name if secrets_key else None
-    site = PoolSite.of(settings)
-    return GkeClusterArgs(
-        cluster=cluster_args(settings, network.network.id, network.subnet.id, identities.email("system"), None, key),
-        system_pool=system_pool_args(site, settings.system_pool, identities.email("system")),
-        cpu_pool=cpu_pool_args(site, settings.cpu_pool, identities.email("cpu")),
-        tpu_pools=[
-            tpu_pool_args(site, pool, settings.slice, settings.tpu, identities.email("tpu")) for pool in names.tpu_pools
-        ],
-        version=ClusterVersion(settings.project, settings.region, gke.version_prefix, gke.release_channel)
-        if gke.version_prefix
-        else None,
-        protect=settings.protect,
-        cluster_name=settings.cluster_name,
-        kube_context=settings.kube_context,
-        cluster_identifier=settings.cluster_identifier,
-        workload_members={
-            step: workload_member(settings.project, settings.namespace, ksa) for step, ksa in names.ksas.items()
-        },
-        identities=identities,
-        secrets_key=secrets_key,
-        image_mirror=mirror,
-    )
-
-
 def _kubernetes(
-    settings: Settings, names: Names, cloud: _Cloud, plan: Workflow | None, reads: ClusterReads | None
+    settings: Settings, names: Names, site: Site, plan: Workflow | None, reads: ClusterReads | None
 ) -> KubernetesPlatform:
     """The Kubernetes platform (``infra/k8s``): the namespace, the controllers, the step accounts and tokens;
     ``reads``: how it reads the cluster (None: it does not)."""
-    identities, gke = cloud.identities, cloud.gke
     # A step account's grants (its bucket prefixes, its Workload Identity binding) are made before its Kubernetes
     # service account (``PlatformArgs.workload_grants``); the step waits for them to take effect itself, at its first
     # use of each (``workloads/container/mark_folder.py``), not the program. The node accounts' wait is the pools'
@@ -292,15 +180,16 @@ def _kubernetes(
             kueue=kueue_objects(settings, labels),
             local_queue=settings.kueue.queue,
             accounts=names.ksas,
-            provider=gke.provider,
-            cluster=gke.cluster,
-            step_sa_emails={step: identities.email(step) for step in names.ksas},
-            workload_grants=[*gke.workload_identities.values(), *identities.grants],
+            provider=site.provider,
+            cluster=site.cluster,
+            step_sa_emails=site.step_emails,
+            workload_grants=site.grants,
             hf_token=token,
             hf_write_token=write_token,
             reads=reads,
             first_jobset=plan.steps[0].manifest if plan is not None else None,
             head_account=head_ksa(settings.cluster_name) if plan is not None else None,
+            existing=needs(settings) if settings.existing is not None else None,
         ),
     )
 
@@ -308,7 +197,7 @@ def _kubernetes(
 def _workflow(
     settings: Settings,
     plan: Workflow,
-    gke: GkeCluster,
+    site: Site,
     platform: KubernetesPlatform,
     base: BaseModel,
     world: World,
@@ -321,17 +210,17 @@ def _workflow(
     reader = None
     if world.cluster is not None and world.bucket is not None and world.hub is not None:
         ready = platform.namespace.id
-        reader = LiveReader(reads, gke.kubeconfig, ready, connect=world.cluster, bucket=world.bucket, hub=world.hub)
+        reader = LiveReader(reads, site.kubeconfig, ready, connect=world.cluster, bucket=world.bucket, hub=world.hub)
     run = WorkflowRun(
         "workflow",
         WorkflowArgs(
             namespace=settings.namespace,
             inputs=step_inputs(settings, plan, _config_diff() if settings.publish.repo else (), base.license),
             plan=plan,
-            provider=gke.provider,
-            cluster=gke.cluster,
+            provider=site.provider,
+            cluster=site.cluster,
             ready=platform.ready,
-            tpu_pools=gke.tpu_pools,
+            tpu_pools=site.tpu_pools,
             reader=reader,
             base_commit=base.commit or None,
         ),
@@ -345,16 +234,15 @@ def _workflow(
     return run
 
 
-def _export_platform(settings: Settings, cloud: _Cloud) -> None:
+def _export_platform(settings: Settings, site: Site) -> None:
     """The platform's outputs: the cluster, the bucket, the pools, the slice, the images, the estimate."""
-    gke = cloud.gke
     location = settings.region
-    pulumi.export("clusterName", gke.cluster.name)
+    pulumi.export("clusterName", site.cluster_name)
     pulumi.export("clusterLocation", location)
     pulumi.export("clusterIdentifier", settings.cluster_identifier)
-    pulumi.export("bucketUrl", cloud.bucket.url)
+    pulumi.export("bucketUrl", site.bucket_url)
     pulumi.export("hubCache", settings.hub_cache)
-    pulumi.export("nodePools", [p.name for p in gke.pools])
+    pulumi.export("nodePools", site.pools)
     pulumi.export(
         "tpuSlice",
         {
@@ -368,7 +256,7 @@ def _export_platform(settings: Settings, cloud: _Cloud) -> None:
     )
     pulumi.export("images", image_outputs(settings.images.upstream or settings.images, settings.images))
     pulumi.export("estimate", estimate_for(settings).to_output())
-    pulumi.export("kubeconfig", gke.kubeconfig)
+    pulumi.export("kubeconfig", site.kubeconfig)
     pulumi.export("getCredentialsCommand", settings.get_credentials_command)
     pulumi.export("version", VERSION)
 
@@ -385,14 +273,6 @@ def _step_guards(settings: Settings, plan: Workflow | None, run: WorkflowRun | N
     for index in range(len(STEPS)):
         DestroyGuard(step_guard(index), settings.protect, objects[index : index + 1])
         DestroyGuard(scripts_guard(index), settings.protect, scripts[index : index + 1])
-
-
-def _mirrors(settings: Settings) -> dict[str, Mirror]:
-    """With ``tpu-rl:images.mirror``, the stack's mirrors of the configured images' repositories
-    (``core.images.mirrors_for``; the settings name the images through them already, ``core.config.rules``, and keep
-    the configured ones as ``ImageSettings.upstream``); none without."""
-    upstream = settings.images.upstream
-    return {} if upstream is None else mirrors_for(upstream, settings.project, settings.region, settings.cluster_name)
 
 
 def _pinned_images(

@@ -7,8 +7,9 @@ uses, never the whole world (``program.stack``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pulumi.runtime import config as runtime_config
@@ -16,6 +17,7 @@ from pulumi.runtime import config as runtime_config
 from core.images import PINS_IN_STATE
 from core.names import KEYS_IN_STATE
 from core.version import STEPS_IN_STATE
+from infra.k8s.kubeconfig import context_kubeconfig
 from infra.k8s.live import ClusterReader, Connect
 from infra.k8s.manifests import RELEASES_IN_STATE
 from workloads.reader import Hub, OpenBucket
@@ -81,6 +83,9 @@ class World:
     """Each image named by tag pinned to its digest before anything is registered."""
     capacity: CheckCapacity | None = None
     """The capacity check (``tpu-rl:workflow.capacityCheck``)."""
+    kubeconfig: Callable[[str], str] | None = None
+    """An existing cluster's kubeconfig, of its context (``infra.k8s.kubeconfig.context_kubeconfig``): the offline
+    plan reads none."""
     state: InState = field(default_factory=InState)
     """What `make up` handed over of the stack's state."""
 
@@ -124,11 +129,17 @@ def _storage_client() -> storage.Client:
 def live_world(environ: Mapping[str, str] | None = None) -> World:
     """The world of `pulumi up` and a preview (``environ``: the process's by default): every reader real."""
     environ = os.environ if environ is None else environ
+    found = environ
+
+    def kubeconfig(context: str) -> str:
+        return context_kubeconfig(context, found, Path.home())
+
     return World(
         hub=stack_hub(environ),
         cluster=ClusterReader,
         bucket=_storage_client,
         registry=_resolve_digest,
         capacity=_check_capacity,
+        kubeconfig=kubeconfig,
         state=InState.of(environ),
     )

@@ -162,6 +162,7 @@ def test_the_prod_stack_reads_as_written():
         "publish": {"repo": None, "private": True},
         "shared_project": False,
         "access": {"members": (), "readers": (), "workload_identity_pool": ""},
+        "existing": None,
     }
 
 

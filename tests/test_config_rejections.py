@@ -324,6 +324,29 @@ BAD_INPUTS = [
         "tpu-rl:authorizedNetworks",
         "at most 50",
     ),
+    # -- an existing cluster
+    (
+        "existing-context-shell",
+        ["tpu-rl:existingCluster.kubeContext=gke_p_r_c;rm -rf"],
+        "tpu-rl:existingCluster.kubeContext",
+        "a kubeconfig context's name",
+    ),
+    (
+        "existing-identity-alone",
+        ["tpu-rl:existingCluster.workloadIdentity=false"],
+        "tpu-rl:existingCluster.workloadIdentity",
+        "only with tpu-rl:existingCluster.kubeContext",
+    ),
+    (
+        "existing-with-created-only-keys",
+        [
+            "tpu-rl:existingCluster.kubeContext=kind-tpu-rl",
+            "tpu-rl:gke.secretsEncryptionKey=create",
+            "tpu-rl:images.mirror=true",
+        ],
+        "tpu-rl:gke.secretsEncryptionKey",
+        "only for a cluster the stack creates",
+    ),
     # -- structure
     ("unknown-key", ["tpu-rl:clustername=x"], "tpu-rl:clustername", "did you mean tpu-rl:clusterName"),
     (

@@ -97,6 +97,12 @@ VARIANTS: dict[str, tuple[str, ...]] = {
         "tpu-rl:publish.private=false",
         "tpu-rl:model.revision=0123456789abcdef0123456789abcdef01234567",
     ),
+    "dev-existing-gke": ("dev", "tpu-rl:existingCluster.kubeContext=gke_my-project_us-east5_gke-tpu-v6e"),
+    "dev-existing-local": (
+        "dev",
+        "tpu-rl:existingCluster.kubeContext=tpu-rl-local",
+        "tpu-rl:existingCluster.workloadIdentity=false",
+    ),
     "dev-without-workflow": ("dev", "tpu-rl:workflow.enabled=false"),
     "dev-renamed": ("dev", "tpu-rl:clusterName=rl-cluster", "tpu-rl:namespace=rl-jobs"),
 }

@@ -143,7 +143,7 @@ def kubeconfig_for(settings: Settings, path: Path | None, context: str | None) -
     try:
         return credentials.kubeconfig_from_files(files, wanted)
     except live.ClusterReadError as err:
-        hint = f": run `{fetch}`" if str(err).startswith("no context") else ""
+        hint = f": run `{fetch}`" if fetch and str(err).startswith("no context") else ""
         raise StatusError(f"{err}{hint}") from None  # the kubeconfig files are what the operator gave: exit 2
 
 

@@ -50,7 +50,7 @@ class Context:
     verify: bool
     """Whether outputs are read and checked (`pulumi up`; not the offline plan, not a preview)."""
     provider: k8s.Provider
-    cluster: pulumi.Resource
+    cluster: pulumi.Resource | None
     ready: Sequence[pulumi.Resource]
     tpu_pools: Sequence[pulumi.Resource]
     base_commit: str | None = None

@@ -59,8 +59,9 @@ class WorkflowArgs:
     """The steps (``workloads.specs.step_specs.plan_workflow`` of the settings)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider: every step is applied through it."""
-    cluster: pulumi.Resource
-    """The GKE cluster: deleting it deletes the steps with it (``deleted_with``)."""
+    cluster: pulumi.Resource | None
+    """The stack's GKE cluster: deleting it deletes the steps with it (``deleted_with``; None: an existing cluster,
+    where `pulumi destroy` deletes each step itself)."""
     ready: Sequence[pulumi.Resource]
     """What every step waits for: the JobSet controller, Kueue and its queues, the namespace, the Secret."""
     tpu_pools: Sequence[pulumi.Resource]
@@ -278,7 +279,7 @@ class WorkflowRun(pulumi.ComponentResource):
                 "outputUri": step.output_uri,
                 "artifactUri": step.artifact_uri,
                 "logs": step.logs_command,
-                "consoleLogs": step.console_logs_url,
+                **({"consoleLogs": step.console_logs_url} if step.console_logs_url else {}),
                 **wiring_of(step).outputs(self.results[step.step]),
             }
             for step in self.steps.values()

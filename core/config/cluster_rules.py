@@ -10,7 +10,7 @@ import re
 from core.config.fields import project_key as _k
 from core.config.values import UNREADABLE, Problems, UnreadableError, Values, error
 from core.machines import HYPERDISK_FAMILIES, PD_FAMILIES, boot_disk_type, machine_family
-from core.settings import GkeSettings, PoolSettings, TpuSettings
+from core.settings import ExistingCluster, GkeSettings, PoolSettings, TpuSettings
 from core.tpu import CATALOGUE, FLEX_START_MIN_GKE, Capacity, SliceShape, TpuVersionName, resolve_slice
 
 MAX_HOLD_DAYS = 30
@@ -230,3 +230,44 @@ def _pool_disk(v: Values, name: str) -> str:
             f"{', '.join(PD_FAMILIES)}; with Hyperdisk only {', '.join(HYPERDISK_FAMILIES)}",
         )
     return disk
+
+
+CREATED_ONLY = (
+    "gke.secretsEncryptionKey",
+    "gke.versionPrefix",
+    "gke.holdUpgrades",
+    "cpuPool.bootDiskImage",
+    "images.mirror",
+)
+"""Keys that shape only what a stack creates around its own cluster (the Secrets key, the control plane's version, an
+upgrade hold, the image cache's boot disk, the image mirrors): with an existing cluster they would change nothing, so
+a value set there is refused rather than ignored."""
+
+
+def existing_cluster(v: Values) -> ExistingCluster | None:
+    """``tpu-rl:existingCluster``: the cluster the workflow runs on when the stack creates none (None: the stack's
+    own). Every key of ``CREATED_ONLY`` set with it is one problem."""
+    context = v[_k("existingCluster.kubeContext")]
+    workload_identity = v[_k("existingCluster.workloadIdentity")]
+    if not context:
+        if workload_identity is not True:
+            raise error(
+                _k("existingCluster.workloadIdentity"),
+                workload_identity,
+                "only with tpu-rl:existingCluster.kubeContext (the stack's own cluster always has Workload Identity)",
+            )
+        return None
+    problems = Problems()
+    for key in CREATED_ONLY:
+        value = v[_k(key)]
+        if value:
+            problems.add(
+                error(
+                    _k(key),
+                    value,
+                    "only for a cluster the stack creates: with tpu-rl:existingCluster.kubeContext it would change "
+                    "nothing (unset it)",
+                )
+            )
+    problems.check()
+    return ExistingCluster(context, workload_identity)

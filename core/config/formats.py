@@ -89,6 +89,10 @@ WORKLOAD_IDENTITY_POOL = Text(
 STACK_NAME = Text(
     r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name such as prod (letters, digits, hyphens, underscores, periods)"
 )
+KUBE_CONTEXT = Text(
+    r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,252}",
+    "a kubeconfig context's name: letters, digits and _ . : @ / - (gke_<project>_<region>_<cluster> for GKE)",
+)
 CLOCK = Text(r"([01][0-9]|2[0-3]):[0-5][0-9]", "a UTC time HH:MM such as 09:00")
 STATE_ORGANIZATION = Text(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", "a Pulumi Cloud organization's name")
 QUEUE_NAME = Text(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a LocalQueue name (a DNS-1123 label)")

@@ -16,6 +16,7 @@ from core.config.formats import (
     HOLD,
     IAM_MEMBERS,
     KMS_KEY,
+    KUBE_CONTEXT,
     MACHINE_TYPE,
     NAMESPACE,
     NETWORKS,
@@ -37,6 +38,15 @@ from core.tpu import CAPACITY_MODES, CATALOGUE, DEFAULT_VERSION, Capacity
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 EXCLUSION_SCOPES = ("NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES", "none")
 
+
+_UNSET_FOR_EXISTING = (
+    (_key("gke.versionPrefix"), ""),
+    (_key("gke.secretsEncryptionKey"), ""),
+    (_key("gke.holdUpgrades"), ""),
+    (_key("cpuPool.bootDiskImage"), ""),
+    (_key("images.mirror"), False),
+)
+"""What an existing cluster's keys need beside them: ``core.config.cluster_rules.CREATED_ONLY`` unset."""
 
 PLATFORM_FIELDS: tuple[Field, ...] = (
     Field("gcp:project", PROJECT_ID, REQUIRED, "Google Cloud project", samples=("another-project",)),
@@ -62,6 +72,26 @@ PLATFORM_FIELDS: tuple[Field, ...] = (
         DERIVED,
         "artifacts bucket; default `<gcp:project>-<clusterName>`",
         samples=("my-artifacts-bucket",),
+    ),
+    Field(
+        _key("existingCluster.kubeContext"),
+        KUBE_CONTEXT,
+        "",
+        "run the workflow on a cluster the stack does not create, reached through this kubeconfig context; the stack "
+        "then creates no network, bucket, cluster or pool (tpu-rl:bucketName names an existing bucket), checks the "
+        "cluster has what the steps need, and never changes what it did not create (docs/existing-cluster.md); "
+        "empty = the stack's own cluster",
+        samples=("gke_my-project_us-east5_gke-tpu-v6e",),
+        companions=_UNSET_FOR_EXISTING,
+    ),
+    Field(
+        _key("existingCluster.workloadIdentity"),
+        Boolean(),
+        True,
+        "with existingCluster.kubeContext: the cluster is GKE with Workload Identity, so each CPU step gets a Google "
+        "service account of its own in gcp:project, bound to its Kubernetes service account; false: the steps' pods "
+        "run as their nodes' identity",
+        companions=((_key("existingCluster.kubeContext"), "kind-tpu-rl"), *_UNSET_FOR_EXISTING),
     ),
     Field(
         _key("authorizedNetworks"),

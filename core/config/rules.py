@@ -17,6 +17,7 @@ import re
 from core.config.cluster_rules import (
     check_flex_start_zone,
     check_gke_version,
+    existing_cluster,
     gke_settings,
     pool_settings,
     tpu_settings,
@@ -51,6 +52,7 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
     tpu_and_shape = run(tpu_settings, v)
     tpu, shape = (UNREADABLE, UNREADABLE) if tpu_and_shape is UNREADABLE else tpu_and_shape
     gke = run(gke_settings, v)
+    existing = run(existing_cluster, v)
     run(check_flex_start_zone, tpu, v)
     run(check_gke_version, tpu, v, gke)
     system_pool = run(pool_settings, v, "systemPool")
@@ -105,6 +107,7 @@ def build_settings(v: Values, stack: str, problems: Problems) -> Settings:
         publish=publish,
         shared_project=v[_k("sharedProject")],
         access=access,
+        existing=existing,
     )
 
 

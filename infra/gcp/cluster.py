@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from core.printed_commands import make_target
 from infra.gcp.artifact_registry import ImageMirror
 from infra.gcp.gke_spec import ClusterSpec, NodePoolSpec
-from infra.gcp.identities import NodeIdentities
+from infra.gcp.identities import NodeIdentities, workload_bindings
 from infra.gcp.kms import PROPAGATION_SECONDS, GrantPropagation, SecretsKey
 from infra.k8s.kubeconfig import build_kubeconfig
 from infra.options import child_options
@@ -204,21 +204,9 @@ class GkeCluster(pulumi.ComponentResource):
         ]
 
     def _workload_identities(self, args: GkeClusterArgs) -> dict[str, gcp.serviceaccount.IAMMember]:
-        """Each CPU step's Workload Identity binding."""
-        identities = args.identities
-        # The identity pool PROJECT.svc.id.goog exists once the cluster does: each CPU step's Kubernetes service
-        # account may act as that step's Google account, and only as it. The pool is the project's, not the
-        # cluster's: the KSA is named as the account (core.names.step_ksa), so no other stack has this principal.
-        return {
-            step: gcp.serviceaccount.IAMMember(
-                f"{step}-workload-identity",
-                service_account_id=identities.accounts[step].name,
-                role="roles/iam.workloadIdentityUser",
-                member=member,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cluster]),
-            )
-            for step, member in args.workload_members.items()
-        }
+        """Each CPU step's Workload Identity binding, once the cluster (and so the project's identity pool) exists."""
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[self.cluster])
+        return workload_bindings(args.identities, args.workload_members, opts)
 
     def _kubernetes_provider(self, cluster_identifier: str, cpu_pools: list[gcp.container.NodePool]) -> k8s.Provider:
         """The Kubernetes provider of the cluster, once the system and CPU pools exist."""

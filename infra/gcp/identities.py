@@ -54,7 +54,8 @@ class IdentitiesArgs:
 
 
 class NodeIdentities(pulumi.ComponentResource):
-    """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and one per CPU step (Workload Identity)."""
+    """Service accounts ``system``, ``cpu``, ``tpu`` (nodes) and one per CPU step (Workload Identity): those
+    ``IdentitiesArgs.service_accounts`` names (on an existing cluster, the steps' only), each with its grants."""
 
     accounts: dict[str, gcp.serviceaccount.Account]
     grants: list[pulumi.Resource]
@@ -79,7 +80,7 @@ class NodeIdentities(pulumi.ComponentResource):
         self.grants = []
         self.grant_keys = {role: [] for role in self.accounts}
         node_roles = NODE_PROJECT_ROLES + ((REGISTRY_READER,) if args.private_registries else ())
-        for role_name in ("system", "cpu", "tpu"):
+        for role_name in [role for role in ("system", "cpu", "tpu") if role in self.accounts]:
             account = self.accounts[role_name]
             for role in node_roles:
                 member = gcp.projects.IAMMember(
@@ -92,11 +93,14 @@ class NodeIdentities(pulumi.ComponentResource):
                 self.grants.append(member)
                 self.grant_keys[role_name].append(grant_key(member.id))
         on: list[tuple[pulumi.Input[str], str, BucketGrant]] = [
-            (bucket, args.bucket_name, grant) for grant in bucket_grants(args.model, args.steps)
+            (bucket, args.bucket_name, grant)
+            for grant in bucket_grants(args.model, args.steps)
+            if grant.holder in self.accounts
         ]
         if args.hub_cache is not None:
             cache_bucket, prefix = args.hub_cache
             on += [(cache_bucket, cache_bucket, grant) for grant in hub_cache_grants(prefix, args.hub_cache_writes)]
+        on = [(target, name, grant) for target, name, grant in on if grant.holder in self.accounts]
         for target, target_name, grant in on:
             condition = grant.condition(target_name)
             member = gcp.storage.BucketIAMMember(
@@ -124,3 +128,22 @@ def grant_key(grant_id: pulumi.Input[str], condition: dict[str, str] | None = No
 
 def _member(account: gcp.serviceaccount.Account) -> pulumi.Output[str]:
     return account.email.apply(lambda email: f"serviceAccount:{email}")
+
+
+def workload_bindings(
+    identities: NodeIdentities, members: dict[str, str], opts: pulumi.ResourceOptions
+) -> dict[str, gcp.serviceaccount.IAMMember]:
+    """Each CPU step's Workload Identity binding: its Kubernetes service account (``members``: step -> the member
+    ``PROJECT.svc.id.goog[NS/KSA]``) may act as that step's Google account, and only as it. The identity pool is the
+    project's, not the cluster's: the KSA is named as the account (``core.names.step_ksa``), so no other stack has
+    this principal."""
+    return {
+        step: gcp.serviceaccount.IAMMember(
+            f"{step}-workload-identity",
+            service_account_id=identities.accounts[step].name,
+            role="roles/iam.workloadIdentityUser",
+            member=member,
+            opts=opts,
+        )
+        for step, member in members.items()
+    }

@@ -38,7 +38,7 @@ from core.errors import BAD_INPUT, TpuRlError
 from core.inputs import InputError, parse_json
 from core.printed_commands import ANY_STACK, kubectl, make_target
 from core.redact import scrub
-from infra.k8s import live_objects
+from infra.k8s import fit, live_objects
 from infra.k8s.credentials import (
     ClusterReadError,
     _as_files,
@@ -47,6 +47,7 @@ from infra.k8s.credentials import (
     parse_kubeconfig,
 )
 from infra.k8s.live_objects import JOB_UID_LABEL, JOBSET_API, JOBSET_LABEL, WORKLOAD_API, Event, JobSet, Pod, Workload
+from infra.k8s.manifests import JOBSET_CRD
 from infra.k8s.read_errors import DROPPED, described, speaks_plain_http, tls_error, tls_line
 from infra.transports import read_response
 
@@ -262,6 +263,11 @@ class ClusterReader:
             )
 
         return self._read(f"/apis/{group}/{version}/{plural}/{name}", request, missing_ok=True)
+
+    def facts(self) -> fit.ClusterFacts:
+        """What an existing cluster's checks read (``infra.k8s.fit``): every node, JobSet's and Kueue's CRDs."""
+        nodes = tuple(fit.node_of(raw) for raw in self.nodes("") if isinstance(raw, dict))
+        return fit.ClusterFacts(nodes, self.crd(JOBSET_CRD), self.crd(fit.KUEUE_WORKLOAD_CRD))
 
     def dry_run_create(self, manifest: dict[str, Any]) -> None:
         """Create ``manifest`` with ``dryRun=All``: the API server runs every admission webhook and stores

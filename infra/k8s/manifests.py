@@ -33,22 +33,18 @@ def namespace_manifest(name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {**labels, **POD_SECURITY}}}
 
 
-def service_account_manifest(namespace: str, name: str, labels: dict[str, str], gsa_email: Any) -> dict[str, Any]:
-    """The workload's KSA, bound to its Google service account by Workload Identity. Its pods get no Kubernetes API
+def service_account_manifest(
+    namespace: str, name: str, labels: dict[str, str], gsa_email: Any | None
+) -> dict[str, Any]:
+    """The workload's KSA, bound to its Google service account by Workload Identity (``gsa_email`` None: on an
+    existing cluster without it, the pods run as their node's identity). Its pods get no Kubernetes API
     token (``automountServiceAccountToken: false``; a CPU step's pod does not set it, so the account's default holds):
     the steps never call the API server, and Workload Identity does not need the token in the pod (the GKE metadata
     server identifies the pod and asks for its account's token itself)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": {"iam.gke.io/gcp-service-account": gsa_email},
-        },
-        "automountServiceAccountToken": False,
-    }
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if gsa_email is not None:
+        metadata["annotations"] = {"iam.gke.io/gcp-service-account": gsa_email}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata, "automountServiceAccountToken": False}
 
 
 POD_READER_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]

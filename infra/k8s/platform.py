@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from core.errors import BAD_INPUT
 from core.names import HF_WRITE_SECRET
-from infra.k8s import credentials, kueue, live
+from infra.k8s import credentials, fit, kueue, live
 from infra.k8s.kueue import KueueObjects
 from infra.k8s.manifests import (
     JOBSET_CHART,
@@ -77,10 +77,12 @@ class PlatformArgs:
     """CPU step -> its Kubernetes service account name (``Names.ksas``)."""
     provider: k8s.Provider
     """The cluster's Kubernetes provider."""
-    cluster: pulumi.Resource
-    """The GKE cluster: every object here is deleted with it."""
+    cluster: pulumi.Resource | None
+    """The stack's GKE cluster: every object here is deleted with it (None: an existing cluster, where `pulumi destroy`
+    deletes each object itself and nothing else)."""
     step_sa_emails: Mapping[str, pulumi.Input[str]]
-    """CPU step -> the Google service account its Kubernetes service account maps to."""
+    """CPU step -> the Google service account its Kubernetes service account maps to (a step missing: none, its pods
+    run as their node's identity)."""
     workload_grants: Sequence[pulumi.Resource]
     """Their Workload Identity bindings and bucket grants (the service accounts wait for them)."""
     hf_token: pulumi.Output[str] | None
@@ -94,6 +96,10 @@ class PlatformArgs:
     plan): no check."""
     first_jobset: Mapping[str, Any] | None = None
     """The workflow's first step's JobSet (None without the workflow): dry-run created before any step is."""
+    existing: fit.Needs | None = None
+    """An existing cluster (``tpu-rl:existingCluster``): no controller is installed (JobSet and Kueue are the
+    cluster's), and `up` and a preview check the cluster has what the steps need (``infra.k8s.fit``) before the
+    namespace is created; None: the stack's own cluster."""
     head_account: str | None = None
     """The training head's Kubernetes service account (``core.names.head_ksa``; None without the workflow): made
     with its Role and RoleBinding (``infra.k8s.manifests.head_access``), which every step waits for."""
@@ -117,7 +123,8 @@ class KubernetesPlatform(pulumi.ComponentResource):
     (``infra.k8s.live.ClusterReader.wait_admitted``).
     """
 
-    jobset: k8s.helm.v3.Release
+    jobset: k8s.helm.v3.Release | None
+    """JobSet's release (None on an existing cluster: its own JobSet)."""
     kueue: k8s.helm.v3.Release | None
     guards: list[DestroyGuard]
     """Each Helm release's destroy guard (``release_guard``): JobSet's, then Kueue's."""
@@ -127,7 +134,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
     network_policies: list[KubernetesObject]
     """Default-deny ingress in the workflow namespace, and the Pathways ports between the training's pods."""
     service_accounts: dict[str, KubernetesObject]
-    storage_class: KubernetesObject
+    storage_class: KubernetesObject | None
     hf_secret: KubernetesObject | None
     hf_write_secret: KubernetesObject | None
     head_access: list[KubernetesObject]
@@ -146,21 +153,34 @@ class KubernetesPlatform(pulumi.ComponentResource):
         self._stack = pulumi.get_stack()
         self._guarded = args.protect  # tpu-rl:protect (not the SDK's own _protect)
         self._context = args.kube_context
-        self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
-        # Each release is guarded from its create on (``release_guard``), not only once the platform is.
-        self.guards = [DestroyGuard(release_guard("jobset"), args.protect, [self.jobset])]
+        self.jobset = None
+        fitted: list[pulumi.Input[pulumi.Resource]] = []
+        if args.existing is None:
+            self.jobset = self._install_jobset(self._jobset_version(args, provider), child)
+        elif args.reads is not None:
+            needs = args.existing
+            fitted.append(self._after(provider.id, lambda reader: self._fits(reader, needs, provider)))
+        # Each release is guarded from its create on (``release_guard``), not only once the platform is; registered
+        # on an existing cluster too (guarding nothing), so that no guard is ever deleted by a change of cluster.
+        self.guards = [DestroyGuard(release_guard("jobset"), args.protect, [r for r in [self.jobset] if r])]
         labels = args.labels
-        self.namespace = KubernetesObject("namespace", namespace_manifest(args.namespace, labels), opts=child)
-        # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
-        # replaces the steps of earlier versions deletes their claims' disks with their class in place.
-        # StorageClass parameters are immutable: a new disk type replaces it.
-        self.storage_class = KubernetesObject(
-            "scratch-storage-class",
-            scratch_storage_class(args.scratch_disk_type, labels),
-            opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(replace_on_changes=["parameters"], delete_before_replace=True)
-            ),
+        self.namespace = KubernetesObject(
+            "namespace",
+            namespace_manifest(args.namespace, labels),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=fitted)),
         )
+        # No step claims a disk any more (their scratch is an emptyDir); the class stays so that the `up` which
+        # replaces the steps of earlier versions deletes their claims' disks with their class in place (an existing
+        # cluster never had them: no class there). StorageClass parameters are immutable: a new disk type replaces it.
+        self.storage_class = None
+        if args.existing is None:
+            self.storage_class = KubernetesObject(
+                "scratch-storage-class",
+                scratch_storage_class(args.scratch_disk_type, labels),
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(replace_on_changes=["parameters"], delete_before_replace=True)
+                ),
+            )
         in_namespace = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         self.service_accounts = self._service_accounts(args, labels, in_namespace)
         self.head_access = [
@@ -240,7 +260,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         return {
             step: KubernetesObject(
                 f"{step}-ksa",
-                service_account_manifest(args.namespace, ksa, labels, args.step_sa_emails[step]),
+                service_account_manifest(args.namespace, ksa, labels, args.step_sa_emails.get(step)),
                 opts=pulumi.ResourceOptions.merge(
                     in_namespace,
                     pulumi.ResourceOptions(depends_on=list(args.workload_grants)),
@@ -276,7 +296,11 @@ class KubernetesPlatform(pulumi.ComponentResource):
 
     def _install_kueue(self, objects: KueueObjects, child: pulumi.ResourceOptions) -> None:
         """Kueue's chart (after JobSet's, so its JobSet integration starts with the CRD in place), then the
-        flavors and queues (after the chart: its CRDs and webhooks)."""
+        flavors and queues (after the chart: its CRDs and webhooks); on an existing cluster (no JobSet release of
+        the stack's), the flavors and queues only, on the cluster's own Kueue."""
+        if self.jobset is None:
+            self._kueue_queues(objects, child, [self.namespace])
+            return
         version: pulumi.Input[str] = objects.version
         if self._checks:
             # Read once JobSet's release is in place (Kueue's waits for it anyway): a pending Kueue release stops
@@ -304,7 +328,14 @@ class KubernetesPlatform(pulumi.ComponentResource):
             # programmed, and the provider does not retry a create a webhook failed (infra.k8s.live WEBHOOK_BOUND).
             release = self.kueue
             chart.append(self._after(release.id, lambda reader: self._admitted(reader, tpu_flavor, release)))
-        after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=chart))
+        self._kueue_queues(objects, child, chart)
+
+    def _kueue_queues(
+        self, objects: KueueObjects, child: pulumi.ResourceOptions, after: list[pulumi.Input[pulumi.Resource]]
+    ) -> None:
+        """The stack's ResourceFlavors, ClusterQueue and LocalQueue, after ``after`` (Kueue's chart, its webhook)."""
+        tpu_flavor = objects.tpu_flavor
+        after_chart = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after))
         flavors = [
             KubernetesObject("kueue-tpu-flavor", tpu_flavor, opts=after_chart),
             KubernetesObject("kueue-cpu-flavor", objects.cpu_flavor, opts=after_chart),
@@ -367,6 +398,24 @@ class KubernetesPlatform(pulumi.ComponentResource):
             raise StopError(problem, BAD_INPUT)  # the operator runs the command it names
         return version
 
+    @staticmethod
+    def _fits(reader: live.ClusterReader, needs: fit.Needs, value: R) -> R:
+        """``value``, once the existing cluster has what the steps need (``infra.k8s.fit``): every problem one line,
+        `up` and a preview stop on them; each note said. A preview that cannot read the cluster goes on with a
+        warning (`up` reads it again)."""
+        try:
+            found = fit.fit(reader.facts(), needs)
+        except live.ClusterReadError as err:
+            if pulumi.runtime.is_dry_run():
+                log_warn(f"the preview did not check the existing cluster ({err}); `pulumi up` checks it first")
+                return value
+            raise stop(err, "cannot read the existing cluster before creating anything in it: ") from None
+        for note in found.notes:
+            log_warn(f"existing cluster: {note}")
+        if found.problems:
+            raise StopError("\n".join(f"existing cluster: {line}" for line in found.problems), BAD_INPUT)
+        return value
+
     def _helm_free(self, reader: live.ClusterReader, namespace: str, name: str, value: T) -> T:
         """``value``, once Helm's storage holds no pending operation of the release ``namespace/name``, and no
         revision of it at all when the stack's state does not hold it (``helm_release_problem``: one line naming the
@@ -401,7 +450,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         the first step's JobSet; None without checks or steps."""
         if not self._checks or manifest is None:
             return None
-        after = [self.jobset.id, self.namespace.id, *([self.kueue.id] if self.kueue is not None else [])]
+        after = [r.id for r in (self.jobset, self.namespace, self.kueue) if r is not None]
         namespace = self.namespace
         return self._after(pulumi.Output.all(*after), lambda reader: self._admitted(reader, manifest, namespace))
 

@@ -18,11 +18,15 @@ def logs_command(settings: Settings, job: str, container: str) -> str:
 
 
 def console_logs_url(settings: Settings, pod_prefix: str, container: str | None = None) -> str:
-    """A Cloud Logging query for the step's pods."""
+    """A Cloud Logging query for the step's pods ("" where the cluster is not a GKE cluster the stack can name:
+    ``Settings.gke_cluster``)."""
+    if settings.gke_cluster is None:
+        return ""
+    project, _, cluster = settings.gke_cluster
     query = (
         'resource.type="k8s_container"\n'
-        f'resource.labels.project_id="{settings.project}"\n'
-        f'resource.labels.cluster_name="{settings.cluster_name}"\n'
+        f'resource.labels.project_id="{project}"\n'
+        f'resource.labels.cluster_name="{cluster}"\n'
         f'resource.labels.namespace_name="{settings.namespace}"\n'
         f'resource.labels.pod_name:"{pod_prefix}"'
     )
@@ -31,5 +35,5 @@ def console_logs_url(settings: Settings, pod_prefix: str, container: str | None 
     return (
         "https://console.cloud.google.com/logs/query;query="
         + urllib.parse.quote(query, safe="")
-        + f"?project={settings.project}"
+        + f"?project={project}"
     )
