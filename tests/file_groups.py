@@ -42,6 +42,7 @@ EXAMPLE_VARIANTS = (
 )
 """The files that plan every example stack and variant (``tests.example_stacks.STACKS``), planned once."""
 LOCAL_CLUSTER = (
+    "tests/test_local_cluster_existing.py",
     "tests/test_local_cluster_failure_policy.py",
     "tests/test_local_cluster_maintenance.py",
     "tests/test_local_cluster_run.py",
