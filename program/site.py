@@ -28,6 +28,8 @@ from infra.gcp.network import Network, NetworkArgs
 from infra.gcp.storage import ArtifactBucket, BucketArgs, bucket_args
 from infra.k8s.fit import Needs
 from infra.k8s.kubeconfig import build_kubeconfig
+from infra.k8s.kueue import kueue_objects
+from infra.k8s.manifests import platform_labels
 from infra.stop import stop
 from program.world import World
 
@@ -234,7 +236,18 @@ def needs(settings: Settings) -> Needs:
         slices=settings.tpu.slices,
         static_slice=settings.tpu.capacity == Capacity.RESERVATION,
         workload_identity=existing.workload_identity,
+        instance=settings.cluster_name,
+        claimed=(("Namespace", settings.namespace), *_kueue_names(settings)),
     )
+
+
+def _kueue_names(settings: Settings) -> list[tuple[str, str]]:
+    """The cluster-scoped Kueue objects the stack creates (its flavors and ClusterQueue), as (kind, name)."""
+    objects = kueue_objects(settings, platform_labels(settings.cluster_name))
+    if objects is None:
+        return []
+    made = (objects.tpu_flavor, objects.cpu_flavor, objects.cluster_queue)
+    return [(obj["kind"], obj["metadata"]["name"]) for obj in made]
 
 
 def mirrors(settings: Settings) -> dict[str, Mirror]:

@@ -175,11 +175,15 @@ PROD = fit.Needs(
     slices=1,
     static_slice=True,
     workload_identity=True,
+    instance="tpu-rl-ct",
+    claimed=(("Namespace", "tpu-rl"), ("ClusterQueue", "tpu-rl")),
 )
 
 
-def test_cluster_toolkits_tutorial_cluster_fits_the_prod_stack():
+def test_cluster_toolkits_tutorial_cluster_fits_the_prod_stack_and_its_second_up():
     assert fit.fit(cluster_toolkit(), PROD) == fit.Fit((), ())
+    ours = {name: "tpu-rl-ct" for name in PROD.claimed}
+    assert fit.fit(dataclasses.replace(cluster_toolkit(), owners=ours), PROD) == fit.Fit((), ())
 
 
 def _lines(tmp_path: Path) -> dict[str, str]:
@@ -200,6 +204,8 @@ def _lines(tmp_path: Path) -> dict[str, str]:
         "short-slice": dataclasses.replace(ct, nodes=ct.nodes[:7]),
         "other-chips": dataclasses.replace(ct, nodes=_nodes(tpu_chips=8)),
         "no-metadata-server": dataclasses.replace(ct, nodes=_nodes(metadata=False)),
+        "another-stacks-namespace": dataclasses.replace(ct, owners={("Namespace", "tpu-rl"): "tpu-rl-dev"}),
+        "a-clusterqueue-of-nobodys": dataclasses.replace(ct, owners={("ClusterQueue", "tpu-rl"): ""}),
     }
     for case, facts in problems.items():
         found = fit.fit(facts, PROD)

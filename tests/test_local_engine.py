@@ -114,3 +114,87 @@ def test_the_real_engine_ups_previews_changes_and_destroys_on_the_local_cluster(
     assert "+-1 replaced" in changed.stdout and _value(engine) == "two"
     _pulumi(engine, "destroy", "--yes")
     assert _value(engine) is None
+
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_STACK = [
+    ("gcp:project", "tpu-rl-local"),
+    ("gcp:region", "us-east5"),
+    ("gcp:zone", "us-east5-b"),
+    ("tpu-rl:clusterName", "tpu-rl-local"),
+    ("tpu-rl:existingCluster.kubeContext", "tpu-rl-local"),
+    ("tpu-rl:existingCluster.workloadIdentity", "false"),
+    ("tpu-rl:tpu.capacity", "on-demand"),
+    ("tpu-rl:workflow.enabled", "false"),
+]
+"""The project's program on the local cluster as an existing one, its workflow off: what `pulumi config set --path`
+writes of these (the steps' containers need the part 6 stage that plays them)."""
+
+
+@pytest.fixture(scope="module")
+def program(engine: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The project's own program, run by the engine from a folder of its own (its Pulumi.yaml the project's, its
+    ``main`` the checkout, its venv this one), the local cluster's kubeconfig as the operator's."""
+    folder = tmp_path_factory.mktemp("program")
+    project = (ROOT / "Pulumi.yaml").read_text()
+    venv = Path(sys.executable).parent.parent
+    project = project.replace("    virtualenv: venv\n", f"    virtualenv: {venv}\n", 1)
+    (folder / "Pulumi.yaml").write_text(project.replace("name: tpu-rl\n", f"name: tpu-rl\nmain: {ROOT}\n", 1))
+    env = {**engine["env"], "KUBECONFIG": str(engine["cluster"].layout.kubeconfig)}
+    return {**engine, "cwd": folder, "env": env}
+
+
+def _object(api: Any, path: str) -> bool:
+    """Whether the API server holds the object at ``path``."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False)
+    except ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+OURS = (
+    "/api/v1/namespaces/tpu-rl",
+    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/tpu-rl-local",
+    "/apis/kueue.x-k8s.io/v1beta2/namespaces/tpu-rl/localqueues/tpu-rl",
+)
+THEIRS = (
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/workloads.kueue.x-k8s.io",
+    "/api/v1/nodes",
+)
+
+
+def test_the_program_ups_on_an_existing_cluster_and_its_destroy_leaves_what_it_did_not_create(program) -> None:
+    api = program["client"]
+    _pulumi(program, "stack", "init", "local", "--secrets-provider", "passphrase")
+    for key, value in LOCAL_STACK:
+        _pulumi(program, "config", "set", "--path", key, value)
+    up = _pulumi(program, "up", "--yes", "--skip-preview")
+    assert [path for path in OURS if not _object(api, path)] == [], up.stdout[-3000:]
+    _pulumi(program, "preview", "--expect-no-changes")
+    _pulumi(program, "destroy", "--yes", "--skip-preview")
+    assert [path for path in OURS if _object(api, path)] == []
+    assert [path for path in THEIRS if not _object(api, path)] == []
+
+
+def test_an_existing_cluster_without_the_slice_stops_up_before_anything_is_created(program) -> None:
+    _pulumi(program, "stack", "init", "short", "--secrets-provider", "passphrase")
+    for key, value in [*LOCAL_STACK, ("tpu-rl:tpu.slices", "2")]:
+        _pulumi(program, "config", "set", "--path", key, value)
+    done = subprocess.run(
+        [program["pulumi"], "up", "--yes", "--skip-preview", "--non-interactive"],
+        cwd=program["cwd"],
+        env=program["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "existing cluster: the slice needs 16 TPU hosts" in done.stdout + done.stderr, done.stdout[-3000:]
+    assert not _object(program["client"], OURS[0])

@@ -7,7 +7,7 @@ refuse on the problems (``infra.k8s.platform``), one line each, before the stack
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.names import TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL
@@ -22,6 +22,8 @@ METADATA_SERVER_LABEL = "iam.gke.io/gke-metadata-server-enabled"
 """GKE labels a node ``true`` where its pool runs the GKE metadata server (``workloadMetadataConfig.mode:
 GKE_METADATA``), which Workload Identity needs."""
 TPU_RESOURCE = "google.com/tpu"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+"""Which stack an object is (``infra.k8s.manifests.platform_labels``): its ``tpu-rl:clusterName``."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class ClusterFacts:
     """JobSet's CRD (None: not installed)."""
     kueue_crd: Mapping[str, Any] | None
     """Kueue's Workload CRD (None: not installed)."""
+    owners: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Each of ``Needs.claimed`` that exists -> its ``INSTANCE_LABEL`` ("" without one)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,10 @@ class Needs:
     static_slice: bool
     """The slice's pool keeps its nodes (a reservation): none seen is a problem, not a pool scaled to zero."""
     workload_identity: bool
+    instance: str = ""
+    """The stack's ``INSTANCE_LABEL`` value (``tpu-rl:clusterName``), which every object it creates carries."""
+    claimed: tuple[tuple[str, str], ...] = ()
+    """The names the stack takes outside its namespace, as (kind, name): the namespace itself and its Kueue objects."""
 
 
 @dataclass(frozen=True)
@@ -80,11 +88,34 @@ def node_of(raw: Mapping[str, Any]) -> Node:
     )
 
 
+def instance_of(raw: Mapping[str, Any]) -> str:
+    """An object's ``INSTANCE_LABEL`` ("" without one)."""
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(INSTANCE_LABEL, "")) if isinstance(labels, dict) else ""
+
+
 def fit(facts: ClusterFacts, needs: Needs) -> Fit:
     """Every problem and note of the cluster for the stack's steps."""
-    problems = [*_jobset(facts, needs), *_kueue(facts, needs), *_workload_identity(facts, needs)]
+    problems = [*_owned(facts, needs), *_jobset(facts, needs), *_kueue(facts, needs), *_workload_identity(facts, needs)]
     slice_problems, notes = _tpu_slice(facts, needs)
     return Fit((*problems, *slice_problems), notes)
+
+
+def _owned(facts: ClusterFacts, needs: Needs) -> list[str]:
+    """The provider adopts an object of the same name that exists (``upsert_existing_objects``), and the stack's
+    destroy would delete it: a name the stack takes must be free, or the stack's own."""
+    return [
+        f"the cluster's {kind} {name} is not this stack's ({INSTANCE_LABEL}={owner or '(none)'}, this stack's is "
+        f"{needs.instance}): the stack never takes over what it did not create; "
+        + (
+            "set tpu-rl:namespace to a namespace of its own"
+            if kind == "Namespace"
+            else "set tpu-rl:kueue.enabled false "
+            "and tpu-rl:kueue.queue to a LocalQueue the cluster's owner makes in the stack's namespace"
+        )
+        for (kind, name), owner in sorted(facts.owners.items())
+        if owner != needs.instance
+    ]
 
 
 def _jobset(facts: ClusterFacts, needs: Needs) -> list[str]:

@@ -97,12 +97,12 @@ def context_kubeconfig(context: str, environ: Mapping[str, str], home: Path) -> 
         "current-context": context,
         "contexts": [{"name": context, "context": spec}],
     }
-    named = {kind: spec.get(key) for kind, (key, _) in KUBECONFIG_FILE_FIELDS.items()}
+    named = {kind: str(spec.get(key)) for kind, (key, _) in KUBECONFIG_FILE_FIELDS.items()}
     for kind, name in named.items():
         if name not in found[kind]:
             raise BadInputError(
                 f"tpu-rl:existingCluster.kubeContext: the context {context} names the "
-                f"{KUBECONFIG_FILE_FIELDS[kind][0]} {scrub(str(name), limit=80)}, which no kubeconfig ({where}) has"
+                f"{KUBECONFIG_FILE_FIELDS[kind][0]} {scrub(name, limit=80)}, which no kubeconfig ({where}) has"
             )
     for kind, name in named.items():
         entry, path = found[kind][name]

@@ -62,10 +62,11 @@ RESOURCES = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     "Workload": ("kueue.x-k8s.io", "v1beta2", "workloads"),
     "ResourceFlavor": ("kueue.x-k8s.io", "v1beta2", "resourceflavors"),
+    "ClusterQueue": ("kueue.x-k8s.io", "v1beta2", "clusterqueues"),
     "CustomResourceDefinition": ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
 }
 """Kind -> (API group, version, plural): the paths the reader can read (and dry-run create)."""
-CLUSTER_SCOPED = frozenset({"ResourceFlavor", "CustomResourceDefinition"})
+CLUSTER_SCOPED = frozenset({"ResourceFlavor", "ClusterQueue", "CustomResourceDefinition"})
 WEBHOOK_BOUND = 300.0
 """How long `pulumi up` waits for an admission webhook that is Ready but not yet reachable (its Service has no endpoints
 yet, or they are not programmed, or its certificate is not yet injected), wall clock. Under ``failurePolicy: Fail``
@@ -255,7 +256,17 @@ class ClusterReader:
 
     def crd(self, name: str) -> dict[str, Any] | None:
         """A CustomResourceDefinition (None when it is not installed)."""
-        group, version, plural = RESOURCES["CustomResourceDefinition"]
+        return self.cluster_object("CustomResourceDefinition", name)
+
+    def cluster_object(self, kind: str, name: str) -> dict[str, Any] | None:
+        """A cluster-scoped object of ``RESOURCES``, or a ``Namespace`` (None when it does not exist)."""
+        if kind == "Namespace":
+
+            def namespace(api: Any, timeout: tuple[float, float]) -> Any:
+                return api.core.read_namespace(name, _preload_content=False, _request_timeout=timeout)
+
+            return self._read(f"/api/v1/namespaces/{name}", namespace, missing_ok=True)
+        group, version, plural = RESOURCES[kind]
 
         def request(api: Any, timeout: tuple[float, float]) -> Any:
             return api.custom.get_cluster_custom_object(
@@ -264,10 +275,17 @@ class ClusterReader:
 
         return self._read(f"/apis/{group}/{version}/{plural}/{name}", request, missing_ok=True)
 
-    def facts(self) -> fit.ClusterFacts:
-        """What an existing cluster's checks read (``infra.k8s.fit``): every node, JobSet's and Kueue's CRDs."""
+    def facts(self, claimed: tuple[tuple[str, str], ...] = ()) -> fit.ClusterFacts:
+        """What an existing cluster's checks read (``infra.k8s.fit``): every node, JobSet's and Kueue's CRDs, and the
+        instance label of each ``claimed`` object (kind, name) that exists (a Kueue kind only where Kueue is)."""
         nodes = tuple(fit.node_of(raw) for raw in self.nodes("") if isinstance(raw, dict))
-        return fit.ClusterFacts(nodes, self.crd(JOBSET_CRD), self.crd(fit.KUEUE_WORKLOAD_CRD))
+        kueue = self.crd(fit.KUEUE_WORKLOAD_CRD)
+        owners: dict[tuple[str, str], str] = {}
+        for kind, name in claimed:
+            found = self.cluster_object(kind, name) if kind == "Namespace" or kueue is not None else None
+            if found is not None:
+                owners[(kind, name)] = fit.instance_of(found)
+        return fit.ClusterFacts(nodes, self.crd(JOBSET_CRD), kueue, owners)
 
     def dry_run_create(self, manifest: dict[str, Any]) -> None:
         """Create ``manifest`` with ``dryRun=All``: the API server runs every admission webhook and stores

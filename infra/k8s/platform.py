@@ -404,7 +404,7 @@ class KubernetesPlatform(pulumi.ComponentResource):
         `up` and a preview stop on them; each note said. A preview that cannot read the cluster goes on with a
         warning (`up` reads it again)."""
         try:
-            found = fit.fit(reader.facts(), needs)
+            found = fit.fit(reader.facts(needs.claimed), needs)
         except live.ClusterReadError as err:
             if pulumi.runtime.is_dry_run():
                 log_warn(f"the preview did not check the existing cluster ({err}); `pulumi up` checks it first")
