@@ -75,6 +75,38 @@ def quantity(text: Any) -> float:
     return float(number * _FACTORS[match["suffix"]])
 
 
+DECIMAL_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def canonical_millis(millis: int) -> str:
+    """``millis`` thousandths of a unit as the API server writes a decimal quantity back (apimachinery v0.34.4
+    ``amount.go`` ``int64Amount.AsCanonicalBytes``: every factor of 10 moved into the exponent, then the exponent
+    lowered to a multiple of 3; ``quantity.go`` ``CanonicalizeBytes``): 64000 is ``64``, 62500 ``62500m``, 2000000
+    ``2k``. A quota written otherwise reads back otherwise (Kueue's conversion webhook re-encodes a ClusterQueue), and
+    every preview would show a change."""
+    if millis == 0:
+        return "0"
+    amount, exponent = millis, -3
+    while amount % 10 == 0:
+        amount, exponent = amount // 10, exponent + 1
+    while exponent % 3:
+        amount, exponent = amount * 10, exponent - 1
+    return f"{amount}{DECIMAL_SUFFIXES[exponent]}"
+
+
+def canonical_bytes(count: int) -> str:
+    """``count`` bytes as the API server writes a binary quantity back (``CanonicalizeBytes``: under 1024 as a decimal
+    one; else every factor of 1024 into the suffix, ``int64Amount.AsCanonicalBase1024Bytes``): 2**39 is ``512Gi``,
+    1536 MiB ``1536Mi``."""
+    if abs(count) < 1024:
+        return canonical_millis(count * 1000)
+    amount, exponent = count, 0
+    while amount % 1024 == 0 and exponent < len(BINARY_SUFFIXES) - 1:
+        amount, exponent = amount // 1024, exponent + 1
+    return f"{amount}{BINARY_SUFFIXES[exponent]}"
+
+
 def _add(total: dict[str, float], amounts: Mapping[str, float]) -> None:
     for name, amount in amounts.items():
         total[name] = total.get(name, 0.0) + amount

@@ -1,7 +1,9 @@
 """The real engine on the local cluster: the Pulumi CLI built from its Go module, the local Python language host and
 the Kubernetes provider built from theirs, a file backend with passphrase secrets. A small program of pulumi-kubernetes
-objects goes up, previews with no change, changes, and is destroyed; what the cluster holds is read after each.
-The program itself is not yet run here: it makes its own GKE cluster and cannot target an existing one."""
+objects goes up, previews with no change, changes, and is destroyed; what the cluster holds is read after each. Then
+the project's own program, on the local cluster as an existing one (docs/existing-cluster.md), its workflow off: up,
+an unchanged preview, destroy, and what it did not create still there; and its refusal of a cluster without the slice
+before anything is created."""
 
 from __future__ import annotations
 
@@ -144,12 +146,21 @@ def program(engine: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
     return {**engine, "cwd": folder, "env": env}
 
 
-def _object(api: Any, path: str) -> bool:
-    """Whether the API server holds the object at ``path``."""
+def _object(api: Any, where: tuple[str, str, str, str]) -> bool:
+    """Whether the API server holds the object ``where`` (group/version, plural, namespace, name; core: ``v1``)."""
+    from kubernetes import client as kube
     from kubernetes.client.exceptions import ApiException
 
+    api_version, plural, namespace, name = where
     try:
-        api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False)
+        if api_version == "v1":
+            kube.CoreV1Api(api).read_namespace(name) if plural == "namespaces" else kube.CoreV1Api(api).read_node(name)
+        elif namespace:
+            group, version = api_version.split("/")
+            kube.CustomObjectsApi(api).get_namespaced_custom_object(group, version, namespace, plural, name)
+        else:
+            group, version = api_version.split("/")
+            kube.CustomObjectsApi(api).get_cluster_custom_object(group, version, plural, name)
     except ApiException as err:
         if err.status == 404:
             return False
@@ -158,14 +169,14 @@ def _object(api: Any, path: str) -> bool:
 
 
 OURS = (
-    "/api/v1/namespaces/tpu-rl",
-    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/tpu-rl-local",
-    "/apis/kueue.x-k8s.io/v1beta2/namespaces/tpu-rl/localqueues/tpu-rl",
+    ("v1", "namespaces", "", "tpu-rl"),
+    ("kueue.x-k8s.io/v1beta2", "clusterqueues", "", "tpu-rl"),
+    ("kueue.x-k8s.io/v1beta2", "localqueues", "tpu-rl", "tpu-rl"),
 )
 THEIRS = (
-    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io",
-    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/workloads.kueue.x-k8s.io",
-    "/api/v1/nodes",
+    ("apiextensions.k8s.io/v1", "customresourcedefinitions", "", "jobsets.jobset.x-k8s.io"),
+    ("apiextensions.k8s.io/v1", "customresourcedefinitions", "", "workloads.kueue.x-k8s.io"),
+    ("apiextensions.k8s.io/v1", "customresourcedefinitions", "", "clusterqueues.kueue.x-k8s.io"),
 )
 
 
@@ -176,7 +187,7 @@ def test_the_program_ups_on_an_existing_cluster_and_its_destroy_leaves_what_it_d
         _pulumi(program, "config", "set", "--path", key, value)
     up = _pulumi(program, "up", "--yes", "--skip-preview")
     assert [path for path in OURS if not _object(api, path)] == [], up.stdout[-3000:]
-    _pulumi(program, "preview", "--expect-no-changes")
+    _pulumi(program, "preview", "--expect-no-changes", "--diff")
     _pulumi(program, "destroy", "--yes", "--skip-preview")
     assert [path for path in OURS if _object(api, path)] == []
     assert [path for path in THEIRS if not _object(api, path)] == []

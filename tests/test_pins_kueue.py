@@ -14,7 +14,7 @@ import yaml
 from core.config.values import ConfigError
 from core.machines import MachineShape, machine_shape
 from core.names import CPU_FLAVOR, CPU_POOL, NODEPOOL_LABEL, QUEUE_LABEL, SYSTEM_POOL, TPU_FLAVOR
-from core.requests import allocatable, pod_requests, quantity
+from core.requests import allocatable, canonical_bytes, canonical_millis, pod_requests, quantity
 from infra.gcp.gke_spec import PoolSite, cpu_pool_args, system_pool_args, tpu_pool_args
 from infra.k8s import kueue
 from infra.k8s.manifests import namespace_manifest
@@ -106,16 +106,16 @@ def test_the_objects_as_pinned():
                         "name": "tpu-rl-tpu-slice",
                         "resources": [
                             {"name": "google.com/tpu", "nominalQuota": "32"},
-                            {"name": "cpu", "nominalQuota": f"{8000 * 8}m"},
-                            {"name": "memory", "nominalQuota": f"{65536 * 8}Mi"},
+                            {"name": "cpu", "nominalQuota": "64"},  # 8 workers x 8000m, as the API server writes it
+                            {"name": "memory", "nominalQuota": "512Gi"},  # 8 x 65536Mi
                         ],
                     },
                     {
                         "name": "tpu-rl-cpu-np",
                         "resources": [
                             {"name": "google.com/tpu", "nominalQuota": "0"},
-                            {"name": "cpu", "nominalQuota": f"{63770 * 4}m"},
-                            {"name": "memory", "nominalQuota": f"{249878 * 4}Mi"},
+                            {"name": "cpu", "nominalQuota": "255080m"},  # 4 nodes x 63770m
+                            {"name": "memory", "nominalQuota": "999512Mi"},  # 4 x 249878Mi
                         ],
                     },
                 ],
@@ -325,3 +325,47 @@ def test_kueue_settings_and_their_rules():
         settings("prod", ["tpu-rl:cpuPool.machineType=n2-custom-64-262144", "tpu-rl:kueue.enabled=false"]).kueue.queue
         is None
     )
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("millis", "written"),
+    [
+        (0, "0"),
+        (1, "1m"),
+        (500, "500m"),
+        (1000, "1"),
+        (64000, "64"),
+        (62500, "62500m"),
+        (1500, "1500m"),
+        (2_000_000, "2k"),
+        (255080, "255080m"),
+        (10, "10m"),
+        (-3000, "-3"),
+    ],
+)
+def test_a_decimal_quota_is_written_as_the_api_server_writes_it_back(millis, written):
+    """apimachinery v0.34.4 ``amount.go`` ``AsCanonicalBytes`` (the local cluster's API server and Kueue's conversion
+    webhook agree: tests/test_local_engine.py previews no change of the ClusterQueue after its `up`)."""
+    assert canonical_millis(millis) == written
+    assert quantity(written) * 1000 == millis
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("count", "written"),
+    [
+        (0, "0"),
+        (512, "512"),
+        (1023, "1023"),
+        (1024, "1Ki"),
+        (1536 * 2**20, "1536Mi"),
+        (2**39, "512Gi"),
+        (999512 * 2**20, "999512Mi"),
+        (3 * 2**60, "3Ei"),
+        (1025, "1025"),
+    ],
+)
+def test_a_binary_quota_is_written_as_the_api_server_writes_it_back(count, written):
+    assert canonical_bytes(count) == written
+    assert quantity(written) == count

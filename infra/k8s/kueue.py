@@ -56,7 +56,7 @@ from core.names import (
     TPU_TOPOLOGY_LABEL,
 )
 from core.pathways import WORKER_REQUESTS
-from core.requests import allocatable, quantity
+from core.requests import allocatable, canonical_bytes, canonical_millis, quantity
 from core.settings import Settings
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -108,21 +108,21 @@ def workers_quota(settings: Settings) -> dict[str, str]:
     """What every TPU worker of a training requests beside its chips (``core.pathways.WORKER_REQUESTS``), in all."""
     workers = settings.slice.hosts * settings.tpu.slices
     return {
-        "cpu": f"{round(quantity(WORKER_REQUESTS['cpu']) * 1000) * workers}m",
-        "memory": f"{int(quantity(WORKER_REQUESTS['memory'])) // 2**20 * workers}Mi",
+        "cpu": canonical_millis(round(quantity(WORKER_REQUESTS["cpu"]) * 1000) * workers),
+        "memory": canonical_bytes(int(quantity(WORKER_REQUESTS["memory"])) // 2**20 * workers * 2**20),
     }
 
 
 def cpu_quota(settings: Settings) -> dict[str, str]:
-    """cpu-np's allocatable at its maximum size (millicores, MiB)."""
+    """cpu-np's allocatable at its maximum size (whole millicores and MiB), written as the API server writes them."""
     shape = machine_shape(settings.cpu_pool.machine_type)
     if shape is None:  # the config rules refuse an unknown shape while Kueue is installed
         raise ValueError(f"{settings.cpu_pool.machine_type} has no known size")
     node = allocatable(shape)
     nodes = settings.cpu_pool.max_nodes
     return {
-        "cpu": f"{math.floor(node['cpu'] * 1000) * nodes}m",
-        "memory": f"{math.floor(node['memory'] / 2**20) * nodes}Mi",
+        "cpu": canonical_millis(math.floor(node["cpu"] * 1000) * nodes),
+        "memory": canonical_bytes(math.floor(node["memory"] / 2**20) * nodes * 2**20),
     }
 
 
