@@ -203,8 +203,8 @@ SECRET = {key: pulumi_config_set("prod", key, secret=True) for key in ("tpu-rl:h
 """The commands that set the tokens of the stack these cases load, prod: bound to it (core.printed_commands)."""
 SET_TOKEN = f"the token belongs in tpu-rl:hfToken only, set with `{SECRET['tpu-rl:hfToken']}`"
 KNOWN = (
-    "known keys: clusterName, bucketName, existingCluster, authorizedNetworks, protect, forceDestroy, sharedProject, bucketVersioning, "
-    "stateBackend, stateOrganization, access, namespace, hfToken, hfWriteToken, tpu, "
+    "known keys: clusterName, bucketName, existingCluster, authorizedNetworks, protect, forceDestroy, sharedProject, "
+    "bucketVersioning, stateBackend, stateOrganization, access, namespace, hfToken, hfWriteToken, tpu, "
     "systemPool, cpuPool, gke, model, images, training, publish, workflow, kueue"
 )
 TOKEN = "hf_" + "A" * 30
