@@ -2,8 +2,8 @@
 the Kubernetes provider built from theirs, a file backend with passphrase secrets. A small program of pulumi-kubernetes
 objects goes up, previews with no change, changes, and is destroyed; what the cluster holds is read after each. Then
 the project's own program, on the local cluster as an existing one (docs/existing-cluster.md), its workflow off: up,
-an unchanged preview, destroy, and what it did not create still there; and its refusal of a cluster without the slice
-before anything is created."""
+an unchanged preview, destroy, and what it did not create still there, the project's policy pack run by the engine
+(through the local host's RunPlugin); and its refusal of a cluster without the slice before anything is created."""
 
 from __future__ import annotations
 
@@ -168,6 +168,10 @@ def _object(api: Any, where: tuple[str, str, str, str]) -> bool:
     return True
 
 
+PACK = ("--policy-pack", str(ROOT / "policy"), "--policy-pack-config", str(ROOT / "policy" / "config" / "dev.json"))
+"""The project's policy pack as `make up` runs it (its own venv, ``policy/venv``: `make test-slow` makes it), with the
+dev stack's configuration: the engine itself runs it on every resource the program registers."""
+
 OURS = (
     ("v1", "namespaces", "", "tpu-rl"),
     ("kueue.x-k8s.io/v1beta2", "clusterqueues", "", "tpu-rl"),
@@ -185,7 +189,8 @@ def test_the_program_ups_on_an_existing_cluster_and_its_destroy_leaves_what_it_d
     _pulumi(program, "stack", "init", "local", "--secrets-provider", "passphrase")
     for key, value in LOCAL_STACK:
         _pulumi(program, "config", "set", "--path", key, value)
-    up = _pulumi(program, "up", "--yes", "--skip-preview")
+    up = _pulumi(program, "up", "--yes", "--skip-preview", *PACK)
+    assert "✅ tpu-rl-guardrails@" in up.stdout, up.stdout[-3000:]  # the engine ran the pack, which passed it
     assert [path for path in OURS if not _object(api, path)] == [], up.stdout[-3000:]
     _pulumi(program, "preview", "--expect-no-changes", "--diff")
     _pulumi(program, "destroy", "--yes", "--skip-preview")

@@ -4,8 +4,8 @@
 // main.go: Run, constructArguments, constructConfig, parseOptions): the release's own executor script
 // (pulumi-language-python-exec, copied beside this binary from the sdk/v3 module) in the program's virtualenv,
 // resolved by the release's own toolchain package, with the same arguments and environment. What it leaves out
-// (code generation, packing, plugins written in Python, type checkers, debugging, dependency installation: `make`
-// installs the venv) answers Unimplemented or nothing.
+// (code generation, packing, plugins written in Python other than policy packs, type checkers, debugging, dependency
+// installation: `make` installs the venv) answers Unimplemented or nothing.
 package main
 
 import (
@@ -20,10 +20,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/pulumi/pulumi/sdk/v3/python/toolchain"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
@@ -125,6 +129,74 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		return &pulumirpc.RunResponse{Error: fmt.Sprintf("problem executing program (could not run language executor): %v", err)}, nil
 	}
 	return &pulumirpc.RunResponse{}, nil
+}
+
+// RunPlugin runs a policy pack, as the release's host does (main.go RunPlugin, its analyzer branch): `python -u -m
+// pulumi.policy <args> <the pack's folder>` in the pack's virtualenv, from the pack's folder, with the stack's
+// configuration the engine gives the pack (sdk.PolicyProxy, the release's own) in its environment. No other kind of
+// Python plugin.
+func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+	if req.Kind != string(apitype.AnalyzerPlugin) {
+		return status.Errorf(codes.Unimplemented, "the local engine's language host runs policy packs only, not %q plugins", req.Kind)
+	}
+	ctx := server.Context()
+	opts, err := options(req.Info)
+	if err != nil {
+		return err
+	}
+	tc, err := toolchain.ResolveToolchain(opts)
+	if err != nil {
+		return err
+	}
+	args := append(append([]string{"-u", "-m", "pulumi.policy"}, req.Args...), req.Info.ProgramDirectory)
+	cmd, err := tc.Command(ctx, args...)
+	if err != nil {
+		return err
+	}
+	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	cmd.Dir = req.Info.ProgramDirectory
+	proxy, stdout, err := sdk.NewPolicyProxy(ctx, stdout)
+	if err != nil {
+		return fmt.Errorf("could not start policy pack proxy: %w", err)
+	}
+	config, err := proxy.AwaitConfiguration(ctx)
+	if err != nil {
+		return fmt.Errorf("could not get stack configuration: %w", err)
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	if config != nil {
+		given := func(k, v string) {
+			if v != "" {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		given("PULUMI_ORGANIZATION", config.Organization)
+		given("PULUMI_PROJECT", config.Project)
+		given("PULUMI_STACK", config.Stack)
+		given("PULUMI_DRY_RUN", strconv.FormatBool(config.DryRun))
+		if config.Config != nil {
+			configJSON, err := json.Marshal(config.Config)
+			if err != nil {
+				return fmt.Errorf("could not marshal stack configuration: %w", err)
+			}
+			given("PULUMI_CONFIG", string(configJSON))
+		}
+	}
+	cmd.Env = append(cmd.Env, req.Env...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("problem executing plugin program (could not run language executor): %w", err)
+	}
+	if err := proxy.Attach(ctx, cmd); err != nil {
+		return fmt.Errorf("could not attach policy pack proxy: %w", err)
+	}
+	return closer.Close()
 }
 
 func (h *host) GetRequiredPackages(context.Context, *pulumirpc.GetRequiredPackagesRequest) (*pulumirpc.GetRequiredPackagesResponse, error) {
