@@ -16,6 +16,7 @@ from tests.lifecycle_walk import settings
 from tests.loopback import QuietHandler, serve
 from tests.run_files import upload_run
 from tools import status as status_cli
+from tools.stack_files import ROOT
 from workloads.specs.step_specs import plan_workflow
 
 DEV = plan_workflow(settings("dev", []))
@@ -372,3 +373,21 @@ def test_the_heads_line_is_shown_while_it_waits_or_after_it_gave_up(said, state,
     logs = parse_logs([("evals-20261130T100000Z.txt", f"tpu-rl: waiting for the slice until 11:00 UTC\n{said}\n")])
     line = status_cli.head_wait(SimpleNamespace(evaluations=logs), state)
     assert line == (f"slice: the head of attempt 20261130T100000Z: {said.removeprefix('tpu-rl: ')}" if shown else "")
+
+
+def test_an_existing_clusters_stack_is_read_through_its_context_and_says_so(tmp_path, api, gcs, capsys):
+    """docs/existing-cluster.md: the status reads the cluster of tpu-rl:existingCluster.kubeContext, and a context the
+    kubeconfig lacks names no get-credentials command (the cluster's owner gives the context)."""
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    stack["config"]["tpu-rl:existingCluster"] = {"kubeContext": "team-cluster"}
+    config = tmp_path / "Pulumi.dev.yaml"
+    config.write_text(yaml.safe_dump(stack))
+    OBJECTS[DEV.convert.name] = cpu_step(DEV.convert, "succeeded")
+    found = kubeconfig(tmp_path, api, context="team-cluster")
+    assert status_cli.main(["--config-file", str(config), "--kubeconfig", str(found)]) == 0
+    assert "stack dev: existing cluster of context team-cluster, namespace tpu-rl" in capsys.readouterr().out
+    (tmp_path / "other").mkdir()
+    elsewhere = kubeconfig(tmp_path / "other", api, context="gke_other")
+    assert status_cli.main(["--config-file", str(config), "--kubeconfig", str(elsewhere)]) == 2
+    err = capsys.readouterr().err
+    assert "no context team-cluster" in err and "get-credentials" not in err

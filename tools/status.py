@@ -318,10 +318,12 @@ def render(
 ) -> str:
     """The table, each step's lines, the slice's ``notices`` (``slice_lines``), what training's head waits for, and
     the log commands."""
-    header = (
-        f"stack {settings.stack}: cluster {settings.cluster_name} ({settings.project}/{settings.region}), "
-        f"namespace {settings.namespace} · {now:%Y-%m-%d %H:%M:%S} UTC"
+    where = (
+        f"cluster {settings.cluster_name} ({settings.project}/{settings.region})"
+        if settings.existing is None
+        else f"existing cluster of context {settings.kube_context}"
     )
+    header = f"stack {settings.stack}: {where}, namespace {settings.namespace} · {now:%Y-%m-%d %H:%M:%S} UTC"
     rows = [("STEP", "NAME", "STATE", "STARTED", "DURATION", "RESTARTS", "DETAIL")]
     for s in statuses:
         started = f"{s.started:%Y-%m-%d %H:%M}" if s.started else "-"
