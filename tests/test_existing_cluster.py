@@ -17,7 +17,10 @@ from core.errors import BadInputError
 from core.tpu import resolve_slice
 from infra.k8s import fit
 from infra.k8s.kubeconfig import context_kubeconfig
-from tests.conftest import plan_of, release_crd
+from tests.conftest import SENTINEL_TOKEN, plan_of, release_crd
+from tests.world import AppliedCluster, fake_world
+from tools.plan import plan_stack
+from tools.stack_files import ROOT
 
 GKE_CONTEXT = "tpu-rl:existingCluster.kubeContext=gke_acme-tpu_us-east5_gke-tpu-v6e"
 LOCAL = ("tpu-rl:existingCluster.kubeContext=tpu-rl-local", "tpu-rl:existingCluster.workloadIdentity=false")
@@ -224,3 +227,51 @@ def test_every_refusal_is_one_line_and_the_reviewed_one(tmp_path):
     if os.environ.get("TPU_RL_UPDATE_MESSAGES"):
         MESSAGES.write_text("".join(f"{case}\t{text}\n" for case, text in found.items()))
     assert found == dict(line.split("\t", 1) for line in MESSAGES.read_text().splitlines())
+
+
+class ToolkitCluster(AppliedCluster):
+    """The tutorial's cluster, as the reader would find it (``cluster_toolkit``), the slice short by ``SHORT`` hosts."""
+
+    SHORT = 0
+
+    def facts(self, claimed: tuple[tuple[str, str], ...] = ()) -> fit.ClusterFacts:
+        found = cluster_toolkit()
+        return dataclasses.replace(found, nodes=found.nodes[: len(found.nodes) - self.SHORT])
+
+
+def _checked_up(short: int):
+    """`up` of prod's platform on the tutorial's cluster, the capacity check one that fails the test if it runs."""
+
+    def capacity(settings, *, held_keys=None):
+        raise AssertionError("the capacity check ran for an existing cluster")
+
+    ToolkitCluster.SHORT = short
+    overrides = [
+        "gcp:project=real-project-1",
+        'tpu-rl:authorizedNetworks=["198.18.0.0/15"]',
+        "tpu-rl:tpu.reservation=res-a",
+        "tpu-rl:workflow.enabled=false",  # the platform alone: the steps' waits are the scenarios'
+        "tpu-rl:gke.versionPrefix=",
+        "tpu-rl:gke.secretsEncryptionKey=",
+        GKE_CONTEXT,
+    ]
+    plan, _ = plan_stack(
+        ROOT / "Pulumi.prod.yaml",
+        overrides,
+        world=functools.partial(fake_world, cluster=ToolkitCluster, capacity=capacity),
+        preflight=True,
+        secrets={"tpu-rl:hfToken": SENTINEL_TOKEN},
+        raise_errors=False,
+    )
+    return plan
+
+
+def test_up_on_an_existing_cluster_checks_the_cluster_and_not_the_projects_capacity():
+    plan = _checked_up(short=0)
+    assert plan.error is None and plan.find("kubernetes:core/v1:Namespace")
+
+
+def test_a_cluster_short_of_the_slice_stops_up_before_any_of_its_objects():
+    plan = _checked_up(short=1)
+    assert str(plan.error).startswith("existing cluster: the slice needs 8 TPU hosts (1 x 4x8 tpu-v6e-slice, 4 chips")
+    assert not [r for r in plan.resources if r["type"].startswith("kubernetes:") and "Namespace" in r["type"]]
