@@ -66,7 +66,7 @@ class Cloud:
 
 @dataclasses.dataclass(frozen=True)
 class Site:
-    """Where the workflow runs: the stack's own GKE cluster (``Cloud.site``) or an existing one (``_existing``)."""
+    """Where the workflow runs: the stack's own GKE cluster (``Cloud.site``) or an existing one (``existing``)."""
 
     provider: k8s.Provider
     cluster: pulumi.Resource | None
