@@ -298,12 +298,15 @@ def fastest_first(items: list[pytest.Item], durations: dict[str, float]) -> None
     items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own, which deselects by the markers (-m "not slow")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Ids of `pure` tests stay plain ASCII: the mutation run passes them back to pytest, which escapes a
     backslash or a non-ASCII character differently the second time and then finds nothing. In the mutation run's test
     of one mutant, the tests run fastest first (their durations in its stats run): mutmut hands them to pytest in no
     order and stops at the first failure, so a mutant one direct test kills in milliseconds is not first run through
-    hundreds of plan-wide tests of the policy pack."""
+    hundreds of plan-wide tests of the policy pack. A test that reads a loopback Google API through its client
+    library (the ``google_clients`` fixture: the capacity check, the state bucket) is the slow tier's: the libraries
+    alone are seconds of a process's CPU to import."""
     if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", "") and MUTATION_STATS.exists():
         fastest_first(items, json.loads(MUTATION_STATS.read_text()).get("duration_by_test", {}))
     pure = [item.nodeid for item in items if item.get_closest_marker("pure")]
@@ -312,9 +315,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             f"test ids must be plain ASCII without backslashes (use tests.conftest.slug): {odd[:3]}"
         )
-    alone = sorted(
-        {item.nodeid.split("::")[0] for item in items if "google_clients" in getattr(item, "fixturenames", ())}
-    )
+    clients = [item for item in items if "google_clients" in getattr(item, "fixturenames", ())]
+    for item in clients:  # the Google API clients' libraries and their loopback servers: the slow tier's
+        item.add_marker(pytest.mark.slow)
+    alone = sorted({item.nodeid.split("::")[0] for item in clients})
     if set(alone) - set(GOOGLE_CLIENTS):
         raise pytest.UsageError(
             f"add {sorted(set(alone) - set(GOOGLE_CLIENTS))} to tests/file_groups.py GOOGLE_CLIENTS"
@@ -406,8 +410,8 @@ def stack(cluster, gcs, tmp_path, monkeypatch):
 def google_clients() -> None:
     """The Google API clients' libraries (google-cloud-compute alone is some 40 MB of Python, 4-5 s to import),
     imported in the setup of the first test that uses the loopback Compute, KMS or Service Usage API, not at
-    collection: only the process that runs the files of ``tests.file_groups.GOOGLE_CLIENTS`` pays it, and no test's
-    call (TEST_LIMIT) does."""
+    collection: only the slow tier's worker that runs the files of ``tests.file_groups.GOOGLE_CLIENTS`` pays it (a
+    test that uses it is marked slow, ``pytest_collection_modifyitems``), and no test's call (TEST_LIMIT) does."""
     from google.cloud import cloudquotas_v1, compute_v1, kms_v1, service_usage_v1, storage  # noqa: F401
 
 
