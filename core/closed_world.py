@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from core.secret_use import Reader, SecretUse
+
 DATA = Path(__file__).parent / "data" / "closed-world.json"
 PLACEHOLDERS = ("clusterName", "namespace")
 """The configuration keys (``tpu-rl:<key>``) a template may name, as ``{key}``."""
@@ -76,6 +78,9 @@ class ClosedWorld:
     pinned: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
     """Type -> pinned path -> the values (templates) the program writes there; ``ABSENT`` among them when one of its
     resources of the type leaves the path unset. A path ending ``[]`` pins each item of the list."""
+    secrets: Mapping[str, SecretUse] = field(default_factory=dict)
+    """The name (a template) of every Secret the program makes -> what it holds and who reads it
+    (``core.secret_use``)."""
 
 
 ABSENT = "(unset)"
@@ -99,6 +104,15 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
         pinned={
             str(t): {str(p): tuple(values) for p, values in paths.items()}
             for t, paths in document.get("pinned", {}).items()
+        },
+        secrets={
+            str(name): SecretUse(
+                {str(k): str(v) for k, v in use["keys"].items()},
+                frozenset(
+                    Reader(str(r["component"]), str(r["serviceAccount"]), str(r["container"])) for r in use["readers"]
+                ),
+            )
+            for name, use in document.get("secrets", {}).items()
         },
     )
 
@@ -124,6 +138,16 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
         "namespaces": sorted(world.namespaces),
         "namespaced": sorted(world.namespaced),
         "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
+        "secrets": {
+            name: {
+                "keys": dict(sorted(use.keys.items())),
+                "readers": [
+                    {"component": r.component, "serviceAccount": r.service_account, "container": r.container}
+                    for r in sorted(use.readers)
+                ],
+            }
+            for name, use in sorted(world.secrets.items())
+        },
         "shapes": {t: sorted(paths) for t, paths in sorted(world.shapes.items())},
     }
     return json.dumps(document, indent=1).removesuffix("\n}") + _pinned_text(world.pinned) + "\n}\n"

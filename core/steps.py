@@ -259,8 +259,6 @@ TPU_HOLDER: Final[StepName] = _the_one(
     "runs on the TPU slice", (name for name, facts in STEPS.items() if facts.holds_tpu)
 )
 """The step whose pods are the Pathways head and workers on the TPU slice (``StepFacts.holds_tpu``)."""
-WRITE_TOKEN_HOLDERS: Final[tuple[StepName, ...]] = tuple(name for name, facts in STEPS.items() if facts.write_token)
-"""The steps whose containers read the Hub write token (``StepFacts.write_token``)."""
 
 SCRATCH_SLACK_GIB = 20
 """Room on a CPU step's scratch beyond the weights it holds (Hugging Face's cache index, a partial download)."""

@@ -1197,12 +1197,36 @@ MUTATIONS = [
     ),
     (
         "the-write-token-in-another-step",
-        "hub-write-token-scope",
+        "secret-holders",
         "publishing",
         JOBSET,
         "export",
         _env("HF_TOKEN", value_from={"secretKeyRef": {"name": "hf-write-token", "key": "token"}}),
-        "reads the Hub write token (env HF_TOKEN)",
+        "reads Secret hf-write-token (env HF_TOKEN), which holds tpu-rl:hfWriteToken",
+    ),
+    (
+        "a-step-relabelled-as-the-publication",
+        "secret-holders",
+        "publishing",
+        JOBSET,
+        "export",
+        _both(
+            _env("HF_TOKEN", value_from={"secretKeyRef": {"name": "hf-write-token", "key": "token"}}),
+            lambda r: _head(r).__setitem__("containers", [{**_container(r), "name": "publish"}]),
+            lambda r: r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"][
+                "labels"
+            ].__setitem__("app.kubernetes.io/component", "publish"),
+        ),
+        "container publish (export) reads Secret hf-write-token (env HF_TOKEN)",
+    ),
+    (
+        "a-step-reads-a-secret-the-program-does-not-make",
+        "secret-holders",
+        "prod",
+        JOBSET,
+        "export",
+        _env("CREDENTIALS", value_from={"secretKeyRef": {"name": "cloud-key", "key": "json"}}),
+        "reads Secret cloud-key (env CREDENTIALS), which the program does not make",
     ),
     (
         "whole-bucket-object-user",
@@ -3699,7 +3723,7 @@ def test_an_unknown_in_place_of_an_object_finding_is_never_passed(case, policy, 
 
 def test_the_publication_reads_the_write_token_and_nothing_else_does():
     publishing = base_plan("publishing")
-    assert violations(publishing, "hub-write-token-scope", "publishing") == []
+    assert violations(publishing, "secret-holders", "publishing") == []
     publish = next(r for r in publishing.resources if r["type"] == JOBSET and _is(r, "publish"))
     env = _publish_container(publish)["env"]
     assert any(e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "hf-write-token" for e in env)
@@ -3712,9 +3736,9 @@ def test_the_publication_reads_the_write_token_and_nothing_else_does():
         _container(resource).setdefault("volumeMounts", []).append({"name": "w", "mountPath": "/w"})
 
     (found,) = violations(
-        mutated_to_judge("publishing", JOBSET, "convert", as_a_volume), "hub-write-token-scope", "publishing"
+        mutated_to_judge("publishing", JOBSET, "convert", as_a_volume), "secret-holders", "publishing"
     )
-    assert "container convert reads the Hub write token (volume w)" in found
+    assert "container convert (convert) reads Secret hf-write-token (volume w)" in found
 
 
 # The stack's own principals: the program's plans (the builders' plan holds no accounts).

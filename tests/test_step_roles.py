@@ -20,7 +20,7 @@ import pytest
 
 from core.layout import hub_cache
 from core.names import HF_SECRET, HF_WRITE_SECRET
-from core.steps import HUB_CACHE_FILLER, STEPS, TPU_HOLDER, WRITE_TOKEN_HOLDERS, HubCache, _the_one
+from core.steps import HUB_CACHE_FILLER, STEPS, TPU_HOLDER, HubCache, _the_one
 from infra.gcp.access import READER_ROLE, WRITER_ROLE, hub_cache_grants
 from tests.source_files import module_name, nodes, product_files, rel
 
@@ -261,7 +261,7 @@ def test_each_role_is_a_field_of_its_entry():
         "convert": HubCache.FILLS,
         "export": HubCache.READS,
     }
-    assert (HUB_CACHE_FILLER, TPU_HOLDER, WRITE_TOKEN_HOLDERS) == ("convert", "train", ("publish",))
+    assert (HUB_CACHE_FILLER, TPU_HOLDER) == ("convert", "train")
     assert hub_cache("bucket", "gemma4-26b") == "gs://bucket/gemma4-26b/convert/hub/", "under the filler's prefix"
     with pytest.raises(ValueError, match=r"exactly one step that fills the Hub cache, not \('convert', 'export'\)"):
         _the_one("fills the Hub cache", ["convert", "export"])

@@ -45,6 +45,7 @@ from core.errors import BAD_INPUT, TpuRlError
 from core.iam_types import grant_kind
 from core.names import PROJECT
 from core.redact import scrub
+from core.secret_use import Reader, SecretUse, reader_of, secret_reads, secret_values
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan
 from tools.process import entry_point
@@ -52,6 +53,8 @@ from tools.stack_files import ROOT, load_stack_config
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+SECRET = "kubernetes:core/v1:Secret"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 VARIANTS: dict[str, tuple[str, ...]] = {
     "dev": ("dev",),
     "prod": ("prod",),
@@ -113,6 +116,9 @@ registry reader role; two slices, the restart drill, a public publication; no wo
 pinned values the templates must write alike). The registry is widened
 without an image in it: an image the configuration selects is its repository's, which the program's defaults name."""
 PLACEHOLDER_TOKEN = "hf_closedWorldPlaceholderToken000000000"  # noqa: S105 (a placeholder, not a credential)
+PLACEHOLDER_WRITE_TOKEN = "hf_closedWorldPlaceholderWriteToken0000"  # noqa: S105 (a placeholder, not a credential)
+SECRETS = {"tpu-rl:hfToken": PLACEHOLDER_TOKEN, "tpu-rl:hfWriteToken": PLACEHOLDER_WRITE_TOKEN}
+"""The configured secrets the plans are made with, each its own placeholder: where a value lands is that key's."""
 
 
 PINNED: dict[str, tuple[str, ...]] = {
@@ -197,8 +203,11 @@ _FREE_KEY = "\x00free"
 _FREE_WRITTEN = segment(_FREE_KEY)
 
 
-def world_of(plan: Plan, names: dict[str, str], texts: frozenset[str] = frozenset()) -> ClosedWorld:
-    """What one plan creates, its derived names as templates and its images as their upstreams' repositories."""
+def world_of(
+    plan: Plan, names: dict[str, str], texts: frozenset[str] = frozenset(), secrets: Mapping[str, str] = SECRETS
+) -> ClosedWorld:
+    """What one plan creates, its derived names as templates and its images as their upstreams' repositories; the
+    plan was made with ``secrets`` (configuration key -> value)."""
     mirrors = {}
     for r in plan.find(REPOSITORY):
         props = r["inputs"]
@@ -232,7 +241,40 @@ def world_of(plan: Plan, names: dict[str, str], texts: frozenset[str] = frozense
         shapes={t: frozenset(p) for t, p in shapes.items()},
         namespaces=frozenset(_namespaces(plan, names)),
         namespaced=frozenset(_namespaced(plan)),
+        secrets=secrets_of(plan, names, {value: key for key, value in secrets.items()}),
     )
+
+
+class UnknownSecretError(TpuRlError):
+    """A Secret of the program's holds a value that is no configured secret's placeholder."""
+
+    exit_code = BAD_INPUT
+
+
+def secrets_of(plan: Plan, names: dict[str, str], keys_of: Mapping[str, str]) -> dict[str, SecretUse]:
+    """Each Secret of the plan (its name a template): the configuration key whose value each data key holds
+    (``keys_of``: value -> key), and the containers of the plan's pods that read it."""
+    keys: dict[str, dict[str, str]] = {}
+    for r in plan.find(SECRET):
+        props = plan.raw_inputs.get(r["name"], r["inputs"])
+        name = templated(props["metadata"]["name"], names)
+        keys[name] = {}
+        for _, key, value in secret_values(props):
+            if value not in keys_of:
+                raise UnknownSecretError(
+                    f"Secret {name} key {key} holds no configured secret's value: plan with a placeholder for each "
+                    "(tools/closed_world.py SECRETS)"
+                )
+            keys[name][key] = keys_of[value]
+    readers: dict[str, set[Reader]] = {}
+    for r in plan.find(JOBSET):
+        for job in r["inputs"]["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]
+            for container, secret, _ in secret_reads(pod["spec"]):
+                reader = reader_of(pod["metadata"], pod["spec"], container)
+                templated_reader = dataclasses.replace(reader, service_account=templated(reader.service_account, names))
+                readers.setdefault(templated(secret, names), set()).add(templated_reader)
+    return {name: SecretUse(keys.get(name, {}), frozenset(readers.get(name, ()))) for name in keys.keys() | readers}
 
 
 def _namespaces(plan: Plan, names: dict[str, str]) -> Iterator[str]:
@@ -284,6 +326,12 @@ def union(worlds: list[ClosedWorld], configs: list[dict[str, Any]] = []) -> Clos
         if type_.startswith("pulumi:providers:"):
             shapes.setdefault(type_, set()).update(ENGINE_PROVIDER_INPUTS)
     loose = {t for w in worlds for t in w.types if t.startswith("kubernetes:") and t not in w.namespaced}
+    secrets: dict[str, tuple[dict[str, str], set[Reader]]] = {}
+    for w in worlds:
+        for name, use in w.secrets.items():
+            keys, readers = secrets.setdefault(name, ({}, set()))
+            keys.update(use.keys)
+            readers.update(use.readers)
     return ClosedWorld(
         frozenset(types),
         frozenset(k for w in worlds for k in w.kinds),
@@ -293,6 +341,7 @@ def union(worlds: list[ClosedWorld], configs: list[dict[str, Any]] = []) -> Clos
         shapes={t: frozenset(p) for t, p in shapes.items()},
         namespaces=frozenset(n for w in worlds for n in w.namespaces),
         namespaced=frozenset(t for w in worlds for t in w.namespaced) - loose,
+        secrets={name: SecretUse(keys, frozenset(readers)) for name, (keys, readers) in secrets.items()},
     )
 
 
@@ -343,9 +392,7 @@ PlanFor = Callable[..., Plan]
 
 
 def _plan(stack: str, *overrides: str) -> Plan:
-    plan, _ = plan_stack(
-        ROOT / f"Pulumi.{stack}.yaml", list(overrides), stack=stack, secrets={"tpu-rl:hfToken": PLACEHOLDER_TOKEN}
-    )
+    plan, _ = plan_stack(ROOT / f"Pulumi.{stack}.yaml", list(overrides), stack=stack, secrets=SECRETS)
     return plan
 
 
@@ -356,7 +403,7 @@ def _preview(stack: str, *overrides: str) -> Plan:
         stack=stack,
         preview=True,
         unknown_outputs=True,
-        secrets={"tpu-rl:hfToken": PLACEHOLDER_TOKEN},
+        secrets=SECRETS,
     )
     return plan
 
@@ -374,13 +421,13 @@ def unknowns_of(previews: list[Plan], shapes: Mapping[str, frozenset[str]]) -> d
     return {t: frozenset(p) for t, p in found.items() if p}
 
 
-def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview) -> str:
-    """The file's text, from ``plan_for(stack, *overrides)`` of every variant (``tools.plan.plan_stack``; the tests
-    hand in their cached plans)."""
+def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets: Mapping[str, str] = SECRETS) -> str:
+    """The file's text, from ``plan_for(stack, *overrides)`` of every variant (``tools.plan.plan_stack``, made with
+    ``secrets``; the tests hand in their cached plans and the secrets they were made with)."""
     planned = []
     for name, args in VARIANTS.items():
         planned.append((name, plan_for(*args), variant_of(args[0], args[1:])))
-    worlds = [world_of(plan, variant.names, variant.texts) for _, plan, variant in planned]
+    worlds = [world_of(plan, variant.names, variant.texts, secrets) for _, plan, variant in planned]
     world = union(worlds, [variant.config for _, _, variant in planned])
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
     return render(dataclasses.replace(world, pinned=pinned_of(planned), unknowns=unknowns), VARIANTS)

@@ -27,6 +27,7 @@ The modules, each importing only those above it:
 - the rules, one module per concern: ``closed_world`` (only the types, kinds, roles, RBAC subjects and images the
   program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason),
   ``closed_shapes`` (of those, only the property paths, namespaces and pinned values the program writes), ``secrets``,
+  ``secret_holders`` (where the configured secrets are kept and who reads them),
   ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
   ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
   service account and claims), ``targets`` (where every grant lands),
@@ -44,7 +45,6 @@ from .closed_world import closed_world
 from .cluster import gke_control_plane, tpu_node_pool_shape
 from .helm import reviewed_helm_charts
 from .iam import (
-    hub_write_token_scope,
     iam_grants,
     no_admission_webhooks,
     no_broad_project_iam,
@@ -57,6 +57,7 @@ from .network import no_exposed_services, no_open_control_plane
 from .pod_bindings import pod_bindings
 from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
+from .secret_holders import secret_holders
 from .secrets import no_secrets_in_workloads
 from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_grants, secrets_encryption
 from .targets import grant_targets
@@ -94,7 +95,7 @@ POLICIES = [
     known_workload_kinds,
     reviewed_helm_charts,
     private_publish,
-    hub_write_token_scope,
+    secret_holders,
     no_broad_rbac,
     no_admission_webhooks,
     no_exposed_services,

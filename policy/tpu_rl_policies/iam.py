@@ -19,11 +19,9 @@ from pulumi_policy import (
 
 from core.iam_types import IAM_TYPES, grant_kind
 from core.iam_types import VERSION as IAM_TYPES_VERSION
-from core.names import COMPONENT_LABEL, HF_WRITE_SECRET, PUBLISH_ENV
-from core.steps import WRITE_TOKEN_HOLDERS
 
 from .grants import GKE_AGENT, WORKLOAD_PRINCIPAL, _members, own_resources
-from .pods import _name, kind_of, pod_containers, pods
+from .pods import kind_of
 from .properties import _l, _m, judging, unseen
 from .resources import CLUSTER, DEPLOYMENT, NODE_POOL, Report, Resource, _guarded_resource, _guarded_stack
 
@@ -212,61 +210,6 @@ stack_principals = StackValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps="Keep the identities of infra/gcp/identities.py and infra/gcp/cluster.py.",
     validate=_guarded_stack(_stack_principals),
-)
-
-
-def _write_token(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
-    """Only the publication's container reads the Hub write token Secret (by env, envFrom or a volume)."""
-    for r in resources:
-        for pod in pods(r.resource_type, r.props):
-            with judging():
-                publication = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL) in WRITE_TOKEN_HOLDERS
-                volumes = {
-                    str(_m(v).get("name")): v for v in _l(pod.spec.get("volumes")) if _reads_secret(v, HF_WRITE_SECRET)
-                }
-                for container in pod_containers(pod.spec):
-                    name = container.get("name")
-                    env = _l(container.get("env"))
-                    if publication and any(_m(e).get("name") == PUBLISH_ENV[0] for e in env):
-                        continue
-                    refs = [
-                        f"env {_m(e).get('name')}"
-                        for e in env
-                        if _m(_m(_m(e).get("valueFrom")).get("secretKeyRef")).get("name") == HF_WRITE_SECRET
-                    ]
-                    refs += [
-                        "envFrom"
-                        for e in _l(container.get("envFrom"))
-                        if _m(_m(e).get("secretRef")).get("name") == HF_WRITE_SECRET
-                    ]
-                    refs += [
-                        f"volume {_m(m).get('name')}"
-                        for m in _l(container.get("volumeMounts"))
-                        if str(_m(m).get("name")) in volumes
-                    ]
-                    if refs:
-                        report(
-                            f"{kind_of(r.resource_type)} {_name(r)}: container {name} reads the Hub write token "
-                            f"({', '.join(refs)}): only the publication's container may (it can push to, and delete, "
-                            "the stack's model repositories)",
-                            r.urn,
-                        )
-
-
-def _reads_secret(volume: Any, secret: str) -> bool:
-    volume = _m(volume)
-    if _m(volume.get("secret")).get("secretName") == secret:
-        return True
-    return any(_m(_m(s).get("secret")).get("name") == secret for s in _l(_m(volume.get("projected")).get("sources")))
-
-
-hub_write_token_scope = StackValidationPolicy(
-    name="hub-write-token-scope",
-    description="Only the publication's container reads the Hugging Face write token.",
-    severity=Severity.CRITICAL,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    remediation_steps="Reference the write token Secret from the publish step only (workloads/specs/step_specs.py).",
-    validate=_guarded_stack(_write_token),
 )
 
 

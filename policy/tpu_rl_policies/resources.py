@@ -91,11 +91,12 @@ class Deployment:
     """What the engine says of the deployment the pack analyses, in ``ConfigureStack`` (pulumi/pulumi
     ``sdk/go/common/resource/plugin/analyzer_plugin.go`` ``NewPolicyAnalyzer``: ``Stack``, ``DryRun``, ``Config``, the
     stack's configuration as key -> text, an object's as its JSON, and ``ConfigSecretKeys``): ``dry_run`` (a preview;
-    ``None`` until the engine says) and the stack's configuration without the keys the engine marks secret
-    (the pack never holds a secret's value)."""
+    ``None`` until the engine says), the stack's configuration without the keys the engine marks secret, and those
+    keys' values apart (``secret-holders`` finds them by content; no message names one)."""
 
     dry_run: bool | None = None
     config: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
 
     def setting(self, key: str, path: str = "") -> Any:
         """A configuration value (``gcp:project``), or a field of an object value (``tpu-rl:model``, ``hubCache``);
@@ -128,6 +129,7 @@ class Analyzer(_PolicyAnalyzerServicer):
         DEPLOYMENT.dry_run = bool(request.dry_run)
         secret = set(request.config_secret_keys)
         DEPLOYMENT.config = {str(k): str(v) for k, v in request.config.items() if k not in secret}
+        DEPLOYMENT.secrets = {str(k): str(v) for k, v in request.config.items() if k in secret and v}
         return super().ConfigureStack(request, context)
 
 
