@@ -78,6 +78,11 @@ class ClosedWorld:
     pinned: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
     """Type -> pinned path -> the values (templates) the program writes there; ``ABSENT`` among them when one of its
     resources of the type leaves the path unset. A path ending ``[]`` pins each item of the list."""
+    always: frozenset[tuple[str, str]] = frozenset()
+    """(type, logical name) of what the program makes in the cloud and the cluster whatever the configuration (every
+    variant's plan holds it; a Secret, made when its secret is configured, aside)."""
+    pod_labels: frozenset[str] = frozenset()
+    """The label keys the program puts on every pod of every step (the NetworkPolicies select pods by them)."""
     secrets: Mapping[str, SecretUse] = field(default_factory=dict)
     """The name (a template) of every Secret the program makes -> what it holds and who reads it
     (``core.secret_use``)."""
@@ -105,6 +110,8 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             str(t): {str(p): tuple(values) for p, values in paths.items()}
             for t, paths in document.get("pinned", {}).items()
         },
+        always=frozenset((str(a["type"]), str(a["name"])) for a in document.get("always", ())),
+        pod_labels=frozenset(str(k) for k in document.get("podLabels", ())),
         secrets={
             str(name): SecretUse(
                 {str(k): str(v) for k, v in use["keys"].items()},
@@ -138,6 +145,8 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
         "namespaces": sorted(world.namespaces),
         "namespaced": sorted(world.namespaced),
         "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
+        "always": [{"type": t, "name": n} for t, n in sorted(world.always)],
+        "podLabels": sorted(world.pod_labels),
         "secrets": {
             name: {
                 "keys": dict(sorted(use.keys.items())),

@@ -430,7 +430,36 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
     worlds = [world_of(plan, variant.names, variant.texts, secrets) for _, plan, variant in planned]
     world = union(worlds, [variant.config for _, _, variant in planned])
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
-    return render(dataclasses.replace(world, pinned=pinned_of(planned), unknowns=unknowns), VARIANTS)
+    plans = [plan for _, plan, _ in planned]
+    always, labels = always_of(plans), pod_labels_of(plans)
+    world = dataclasses.replace(world, pinned=pinned_of(planned), unknowns=unknowns, always=always, pod_labels=labels)
+    return render(world, VARIANTS)
+
+
+def always_of(plans: list[Plan]) -> frozenset[tuple[str, str]]:
+    """(type, logical name) of what every plan holds: what the program makes whatever the configuration, in the cloud
+    and the cluster (the program's own component types, ``tpu-rl:...``, make nothing there). A Secret is made when
+    its secret is configured (the plans are all made with placeholders), so none is among them."""
+    made = [
+        {
+            (r["type"], r["name"])
+            for r in plan.resources
+            if r["type"] != SECRET and not r["type"].startswith(f"{PROJECT}:")
+        }
+        for plan in plans
+    ]
+    return frozenset(set.intersection(*made))
+
+
+def pod_labels_of(plans: list[Plan]) -> frozenset[str]:
+    """The label keys every pod of every plan's steps carries."""
+    keys: set[str] | None = None
+    for plan in plans:
+        for r in plan.find(JOBSET):
+            for job in r["inputs"]["spec"]["replicatedJobs"]:
+                labels = set(job["template"]["spec"]["template"]["metadata"].get("labels") or {})
+                keys = labels if keys is None else keys & labels
+    return frozenset(keys or ())
 
 
 def difference(written: str, generated: str) -> list[str]:

@@ -27,7 +27,8 @@ The modules, each importing only those above it:
 - the rules, one module per concern: ``closed_world`` (only the types, kinds, roles, RBAC subjects and images the
   program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason),
   ``closed_shapes`` (of those, only the property paths, namespaces and pinned values the program writes), ``secrets``,
-  ``secret_holders`` (where the configured secrets are kept and who reads them),
+  ``always_made`` (what the program makes whatever the configuration is there), ``secret_holders`` (where the
+  configured secrets are kept and who reads them),
   ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
   ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
   service account and claims), ``targets`` (where every grant lands),
@@ -39,6 +40,7 @@ Inside the package, imports are relative: the Pulumi CLI runs ``policy/__main__.
 
 from __future__ import annotations
 
+from .always_made import always_made
 from .budget import tpu_budget
 from .closed_shapes import closed_world_shapes
 from .closed_world import closed_world
@@ -74,6 +76,7 @@ from .workloads import (
 POLICIES = [
     closed_world,
     closed_world_shapes,
+    always_made,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,
