@@ -78,6 +78,9 @@ class ClosedWorld:
     pinned: Mapping[str, Mapping[str, tuple[Any, ...]]] = field(default_factory=dict)
     """Type -> pinned path -> the values (templates) the program writes there; ``ABSENT`` among them when one of its
     resources of the type leaves the path unset. A path ending ``[]`` pins each item of the list."""
+    upstream_projects: frozenset[str] = frozenset()
+    """The projects the program names beyond the stack's and those its configuration names: where it pulls images
+    from, GKE's service agents' project."""
     always: frozenset[tuple[str, str]] = frozenset()
     """(type, logical name) of what the program makes in the cloud and the cluster whatever the configuration (every
     variant's plan holds it; a Secret, made when its secret is configured, aside)."""
@@ -110,6 +113,7 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             str(t): {str(p): tuple(values) for p, values in paths.items()}
             for t, paths in document.get("pinned", {}).items()
         },
+        upstream_projects=frozenset(str(p) for p in document.get("upstreamProjects", ())),
         always=frozenset((str(a["type"]), str(a["name"])) for a in document.get("always", ())),
         pod_labels=frozenset(str(k) for k in document.get("podLabels", ())),
         secrets={
@@ -145,6 +149,7 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
         "namespaces": sorted(world.namespaces),
         "namespaced": sorted(world.namespaced),
         "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
+        "upstreamProjects": sorted(world.upstream_projects),
         "always": [{"type": t, "name": n} for t, n in sorted(world.always)],
         "podLabels": sorted(world.pod_labels),
         "secrets": {

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pulumi
+import yaml
 
 from core.closed_world import (
     ABSENT,
@@ -44,6 +45,7 @@ from core.config.values import Text
 from core.errors import BAD_INPUT, TpuRlError
 from core.iam_types import grant_kind
 from core.names import PROJECT
+from core.project_refs import configured_projects, projects_of
 from core.redact import scrub
 from core.secret_use import Reader, SecretUse, reader_of, secret_reads, secret_values
 from tools.plan import plan_stack
@@ -431,9 +433,30 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
     world = union(worlds, [variant.config for _, _, variant in planned])
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
     plans = [plan for _, plan, _ in planned]
-    always, labels = always_of(plans), pod_labels_of(plans)
-    world = dataclasses.replace(world, pinned=pinned_of(planned), unknowns=unknowns, always=always, pod_labels=labels)
+    always, labels, upstream = always_of(plans), pod_labels_of(plans), upstream_projects_of(planned)
+    world = dataclasses.replace(
+        world,
+        pinned=pinned_of(planned),
+        unknowns=unknowns,
+        always=always,
+        pod_labels=labels,
+        upstream_projects=upstream,
+    )
     return render(world, VARIANTS)
+
+
+def upstream_projects_of(planned: list[tuple[str, Plan, Variant]]) -> frozenset[str]:
+    """The projects the plans name beyond each variant's own and those its stack file and overrides name (the
+    configuration the engine sends the pack: the project's defaults are not in it)."""
+    found: set[str] = set()
+    for name, plan, variant in planned:
+        stack, *overrides = VARIANTS[name]
+        written = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+        configured = configured_projects({**written, **{o: o.partition("=")[2] for o in overrides}})
+        configured.add(variant.config["gcp:project"])
+        for r in plan.resources:
+            found.update(project for _, project in projects_of(r["inputs"]) if project not in configured)
+    return frozenset(found)
 
 
 def always_of(plans: list[Plan]) -> frozenset[tuple[str, str]]:

@@ -27,7 +27,8 @@ The modules, each importing only those above it:
 - the rules, one module per concern: ``closed_world`` (only the types, kinds, roles, RBAC subjects and images the
   program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason),
   ``closed_shapes`` (of those, only the property paths, namespaces and pinned values the program writes), ``secrets``,
-  ``always_made`` (what the program makes whatever the configuration is there), ``secret_holders`` (where the
+  ``always_made`` (what the program makes whatever the configuration is there), ``own_projects`` (every project a
+  resource names is the stack's, its configuration's or the program's upstream), ``secret_holders`` (where the
   configured secrets are kept and who reads them),
   ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
   ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
@@ -56,6 +57,7 @@ from .iam import (
 from .kueue import kueue_queue_fits
 from .labels import cost_attribution_labels
 from .network import no_exposed_services, no_open_control_plane
+from .own_projects import own_projects
 from .pod_bindings import pod_bindings
 from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
@@ -77,6 +79,7 @@ POLICIES = [
     closed_world,
     closed_world_shapes,
     always_made,
+    own_projects,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,
