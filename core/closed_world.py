@@ -81,6 +81,9 @@ class ClosedWorld:
     upstream_projects: frozenset[str] = frozenset()
     """The projects the program names beyond the stack's and those its configuration names: where it pulls images
     from, GKE's service agents' project."""
+    names: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
+    """Type -> the field that names a resource of it -> the names (templates, each of the stack's cluster name:
+    ``{clusterName}-convert``) the program gives one: the types whose every name is the cluster's."""
     always: frozenset[tuple[str, str]] = frozenset()
     """(type, logical name) of what the program makes in the cloud and the cluster whatever the configuration (every
     variant's plan holds it; a Secret, made when its secret is configured, aside)."""
@@ -114,6 +117,10 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             for t, paths in document.get("pinned", {}).items()
         },
         upstream_projects=frozenset(str(p) for p in document.get("upstreamProjects", ())),
+        names={
+            str(t): {str(f): frozenset(str(n) for n in names) for f, names in fields.items()}
+            for t, fields in document.get("names", {}).items()
+        },
         always=frozenset((str(a["type"]), str(a["name"])) for a in document.get("always", ())),
         pod_labels=frozenset(str(k) for k in document.get("podLabels", ())),
         secrets={
@@ -150,6 +157,7 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
         "namespaced": sorted(world.namespaced),
         "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
         "upstreamProjects": sorted(world.upstream_projects),
+        "names": {t: {f: sorted(n) for f, n in sorted(fields.items())} for t, fields in sorted(world.names.items())},
         "always": [{"type": t, "name": n} for t, n in sorted(world.always)],
         "podLabels": sorted(world.pod_labels),
         "secrets": {

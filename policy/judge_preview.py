@@ -3,17 +3,17 @@
 ``.github/workflows/preview.yml`` runs the branch's program once, as the unprivileged user ``tpu-rl-branch``, in
 ``pulumi preview --json --show-sames`` with no policy pack, its standard output a file that user can neither open nor
 write; it ends every process of that user, then runs this file from the base's pack folder, with the pack's venv, as
-the runner's user: the verdict comes from code and data the branch never touched, but for the configuration the engine
-would send the pack, which is the branch's stack file, checked by the base's check (docs/guardrails.md "Guardrails and
-PR review"). Usage::
+the runner's user: the verdict comes from code and data the branch never touched, the stack's configuration included,
+which is the base's stack file (the names and projects the pack takes as the stack's own are the base's: a branch that
+changes them is judged against them; docs/guardrails.md "Guardrails and PR review"). Usage::
 
     judge_preview.py STACK DIGEST [--stack-file Pulumi.STACK.yaml] [--summary FILE]
 
 It prints one line per finding, then one line of totals, and exits 1 if any finding is mandatory, 0 otherwise; bad
 input (an unreadable or invalid digest, a digest with no steps, a step it cannot read, a policy config the pack's
-schemas refuse, a stack file that is not one) is one line on standard error and exit 2. ``--stack-file`` is the stack
-file the preview ran with: its configuration is what the engine would send the pack (``ConfigureStack``'s ``config``,
-the names the closed world's templates stand for); without it the pack is sent none, as for a stack of defaults.
+schemas refuse, a stack file that is not one) is one line on standard error and exit 2. ``--stack-file`` is the base's
+stack file, sent as the engine sends a stack's configuration (``ConfigureStack``'s ``config``: the names the closed
+world's templates stand for, the stack's projects); without it the pack is sent none, as for a stack of defaults.
 ``--summary`` writes the verdict, the preview's steps and the findings as Markdown, for the pull request's comment.
 
 What the digest is (pulumi/pulumi at 1b59498, ``pkg/backend/display/json.go``): ``ShowPreviewDigest`` collects a
@@ -554,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Judge a preview's JSON digest with this policy pack.")
     parser.add_argument("stack")
     parser.add_argument("digest", type=Path)
-    parser.add_argument("--stack-file", type=Path, help="the stack file the preview ran with (its configuration)")
+    parser.add_argument("--stack-file", type=Path, help="the base's stack file (the stack's own configuration)")
     parser.add_argument("--summary", type=Path, help="write the verdict in Markdown here, for the comment")
     args = parser.parse_args(argv)
     try:

@@ -45,7 +45,7 @@ def judged(document: Mapping[str, Any], stack: str, *, remembered: bool = True) 
 
 
 def _stack_file(stack: str) -> str:
-    """The stack file the preview ran with, as the workflow hands it to the judge (``--stack-file``)."""
+    """The base's stack file, as the workflow hands it to the judge (``--stack-file``)."""
     return (ROOT / f"Pulumi.{stack}.yaml").read_text()
 
 
@@ -496,7 +496,8 @@ def _judge_step(tmp_path: Path, stack: str) -> tuple[Path, Path, dict[str, str]]
     script.write_text(str(step["run"]).replace("${{ matrix.stack }}", stack).replace(TRUSTED, str(trusted)))
     temp = tmp_path / "runner-temp"
     temp.mkdir()
-    (temp / "stack.yaml").write_text(_stack_file(stack))  # the preview's step kept it there
+    (trusted / "base").mkdir()
+    (trusted / "base" / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack))  # the setup step copied the base's
     shell = WORKFLOW["jobs"]["preview"]["defaults"]["run"]["shell"].replace(" {0}", "").split()
     return temp, log, {"argv": " ".join([*shell, str(script)]), "RUNNER_TEMP": str(temp)}
 
@@ -556,3 +557,16 @@ def test_the_closed_world_s_names_come_from_the_stack_file():
     without = judge_preview.judge(document, "dev", config).mandatory
     assert [f.policy for f in without] == ["closed-world-shapes"] * 2, without
     assert judge_preview.judge(document, "dev", config, stack_file=_stack_file("dev")).mandatory == []
+
+
+def test_a_branch_that_renames_the_stacks_cluster_is_judged_against_the_bases_names():
+    """The workflow hands the judge the base's stack file: the names the branch's stack file would make the stack's
+    own (its cluster's, its accounts') are judged against the base's, so editing the stack file widens nothing."""
+    renamed = digest(pure_plan("dev", "tpu-rl:clusterName=tpu-rl-prod"))
+    config = analyzer.policy_config_file("dev")
+    document = yaml.safe_load(_stack_file("dev"))
+    document["config"]["tpu-rl:clusterName"] = "tpu-rl-prod"
+    as_the_branch_says = judge_preview.judge(renamed, "dev", config, stack_file=yaml.safe_dump(document)).mandatory
+    assert as_the_branch_says == []
+    against_the_base = judge_preview.judge(renamed, "dev", config, stack_file=_stack_file("dev")).mandatory
+    assert {f.policy for f in against_the_base} == {"closed-world", "closed-world-shapes", "secret-holders"}

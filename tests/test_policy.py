@@ -1746,7 +1746,7 @@ def test_every_policy_has_a_mutation():
     covered |= {"known-workload-kinds"}  # tests/test_policy_pods.py
     covered |= {"closed-world", "closed-world-shapes"}  # tests/test_policy_closed_world.py, ..._closed_shapes.py
     covered |= {"pod-bindings"}  # tests/test_policy_pods_whole.py
-    covered |= {"always-made", "own-projects"}  # tests/test_policy_always_made.py, ..._own_projects.py
+    covered |= {"always-made", "own-projects", "own-names"}  # tests/test_policy_always_made.py, ..._own_projects.py
     assert covered == set(BY_NAME)
 
 

@@ -1,8 +1,8 @@
-"""``own-projects`` on the program's own plans, through pulumi-policy's own analyzer configured as the engine
-configures it: every variant's plan draws nothing (a Cloud KMS key of another project its configuration names
-included); a change that points a resource at another project is refused, naming the resource, the path and the
-project (word for word as tests/data/own-projects-messages.tsv has it, reviewed; `TPU_RL_UPDATE_MESSAGES=1` rewrites
-it)."""
+"""``own-projects`` and ``own-names`` on the program's own plans, through pulumi-policy's own analyzer configured as
+the engine configures it: every variant's plan draws nothing (a Cloud KMS key of another project its configuration
+names included); a change that points a resource at another project, or names one of the stack's Google Cloud
+resources as another stack's, is refused, naming the resource, the path and the project or name (word for word as
+tests/data/own-projects-messages.tsv has it, reviewed; `TPU_RL_UPDATE_MESSAGES=1` rewrites it)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from core.project_refs import projects_in
-from policy.tpu_rl_policies.own_projects import own_projects
+from policy.tpu_rl_policies.own_projects import own_names, own_projects
 from tests import analyzer
 from tests.conftest import plan_of
 from tools.closed_world import VARIANTS
@@ -34,7 +34,7 @@ EVERY_OPTION = VARIANTS["dev-every-option"]
 def _findings(plan: Plan, stack: tuple[str, ...]) -> list[str]:
     pack = analyzer.Pack(
         analyzer.policy_config_file(stack[0]),
-        policies=[own_projects],
+        policies=[own_projects, own_names],
         stack=stack[0],
         stack_config=analyzer.engine_config(*stack),
     )
@@ -96,6 +96,18 @@ CASES: dict[str, tuple[tuple[str, ...], str, str, Callable[[dict[str, Any]], Non
         NODE_POOL,
         "system-pool",
         lambda inputs: inputs.__setitem__("project", "someone-else"),
+    ),
+    "an-account-named-as-the-other-stacks": (
+        ("dev",),
+        "gcp:serviceaccount/account:Account",
+        "convert-sa",
+        lambda inputs: inputs.__setitem__("accountId", "tpu-rl-prod-convert"),
+    ),
+    "a-network-named-as-no-stacks": (
+        ("dev",),
+        "gcp:compute/network:Network",
+        "vpc",
+        lambda inputs: inputs.__setitem__("name", "default"),
     ),
     "a-worker-image-from-another-project": (
         ("dev",),

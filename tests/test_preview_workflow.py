@@ -297,11 +297,8 @@ def test_the_digest_is_a_file_the_branchs_user_can_neither_write_nor_open_again(
     loop = next(line for line in SETUP_LINES if line.startswith("for top in "))
     assert "$(dirname $RUNNER_TEMP)" in _commands(loop)[0], "the branch's user can write nothing in the work folder"
     assert DIGEST.startswith("$RUNNER_TEMP/")
-    # The configuration the judge sends the pack: the stack file as checked, copied by the runner's user before the
-    # branch's program could rewrite it (as the engine reads it before the program runs).
-    (check,) = [i for i, line in enumerate(lines) if 'check_pulumi_project.py" "$work/project"' in line]
-    kept = lines.index('/usr/bin/install -m 0600 "$work/project/Pulumi.$stack.yaml" "$RUNNER_TEMP/stack.yaml"')
-    assert check < kept < cli_line
+    # The configuration the judge sends the pack is the base's stack file, root's copy: nothing of the branch's.
+    assert not any("$RUNNER_TEMP/stack.yaml" in line for line in lines)
     # Nothing else writes it: the one redirection, and the judge reads it.
     text = "\n".join(_run(step) for step in STEPS)
     assert text.count("$RUNNER_TEMP/preview.json") == 2 and text.count('"$digest"') == 2
@@ -333,7 +330,7 @@ def test_the_judge_reads_the_digest_only_after_every_process_of_the_branch_has_e
         STACK,
         DIGEST,
         "--stack-file",
-        "$RUNNER_TEMP/stack.yaml",
+        f"{TRUSTED}/base/Pulumi.{STACK}.yaml",
         "--summary",
         "$RUNNER_TEMP/verdict.md",
     ]

@@ -434,6 +434,7 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
     plans = [plan for _, plan, _ in planned]
     always, labels, upstream = always_of(plans), pod_labels_of(plans), upstream_projects_of(planned)
+    world = dataclasses.replace(world, names=names_of_resources(planned))
     world = dataclasses.replace(
         world,
         pinned=pinned_of(planned),
@@ -443,6 +444,28 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
         upstream_projects=upstream,
     )
     return render(world, VARIANTS)
+
+
+NAME_FIELDS = ("name", "accountId")
+"""The fields that name a Google Cloud resource of the program's (an account's id); a mirror's repository id is its
+upstream's path, which the configuration moves."""
+
+
+def names_of_resources(planned: list[tuple[str, Plan, Variant]]) -> dict[str, dict[str, frozenset[str]]]:
+    """Type -> naming field -> the names the plans give, as templates: of the Google Cloud types whose every name,
+    in every variant, is the stack's cluster's (``{clusterName}`` or ``{clusterName}-...``)."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for _, plan, variant in planned:
+        for r in plan.resources:
+            if r["type"].startswith("gcp:"):
+                for field in NAME_FIELDS:
+                    if isinstance(r["inputs"].get(field), str):
+                        found.setdefault((r["type"], field), set()).add(templated(r["inputs"][field], variant.names))
+    names: dict[str, dict[str, frozenset[str]]] = {}
+    for (type_, field), templates in found.items():
+        if all(t == "{clusterName}" or t.startswith("{clusterName}-") for t in templates):
+            names.setdefault(type_, {})[field] = frozenset(templates)
+    return names
 
 
 def upstream_projects_of(planned: list[tuple[str, Plan, Variant]]) -> frozenset[str]:

@@ -57,7 +57,7 @@ from .iam import (
 from .kueue import kueue_queue_fits
 from .labels import cost_attribution_labels
 from .network import no_exposed_services, no_open_control_plane
-from .own_projects import own_projects
+from .own_projects import own_names, own_projects
 from .pod_bindings import pod_bindings
 from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
@@ -80,6 +80,7 @@ POLICIES = [
     closed_world_shapes,
     always_made,
     own_projects,
+    own_names,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
 
-from core.closed_world import load
+from core.closed_world import fill, load
 from core.project_refs import configured_projects, projects_of
 
+from .closed_world import _names
 from .pods import _name, kind_of
+from .properties import unseen
 from .resources import CLUSTER, DEPLOYMENT, Report, Resource, _guarded_stack
 
-UPSTREAM = load().upstream_projects
+WORLD = load()
+UPSTREAM = WORLD.upstream_projects
 
 
 def _own(resources: list[Resource]) -> set[str]:
@@ -66,4 +69,36 @@ own_projects = StackValidationPolicy(
     remediation_steps="Keep the stack's resources and what they refer to in gcp:project, or name the project in the "
     "stack's configuration (a key, a registry) where the program takes one.",
     validate=_guarded_stack(_own_projects),
+)
+
+
+def _own_names(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    """A Google Cloud resource the program names after the stack's cluster (an account, the network, the cluster, a
+    key ring) carries one of the names the program gives it, of the stack's cluster name: with dev and prod in one
+    project, a name of the other stack's is the other stack's account or network."""
+    stacks = _names(resources)
+    for r in resources:
+        for field, templates in WORLD.names.get(r.resource_type, {}).items():
+            value = r.props.get(field)
+            if unseen(value) or value is None:
+                continue
+            allowed = sorted({fill(t, n) for t in templates for n in stacks})
+            if value not in allowed:
+                report(
+                    f"{r.resource_type.rpartition(':')[2]} {r.name}: {field} {value} is not a name the program gives "
+                    f"one of this stack's ({', '.join(allowed)}): a name of another stack's is that stack's resource",
+                    r.urn,
+                )
+
+
+own_names = StackValidationPolicy(
+    name="own-names",
+    description=(
+        "A Google Cloud resource the program names after the stack's cluster (an account, the network, the cluster, a "
+        "key ring) has one of the names it gives one, of the stack's own cluster name."
+    ),
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps="Keep the names infra/gcp/naming.py gives, of the stack's tpu-rl:clusterName.",
+    validate=_guarded_stack(_own_names),
 )
