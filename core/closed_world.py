@@ -55,6 +55,16 @@ class Subject:
 
 
 @dataclass(frozen=True)
+class StepPods:
+    """What a step's pods are, over every variant: the Kubernetes service accounts they run as (templates; ``""`` for
+    none, the namespace's default without a token), and each container's env names, each with what may stand in its
+    ``valueFrom`` (``None`` for a literal value)."""
+
+    service_accounts: frozenset[str]
+    env: Mapping[str, Mapping[str, tuple[Any, ...]]]
+
+
+@dataclass(frozen=True)
 class ClosedWorld:
     """What the program creates, over every variant of the configuration."""
 
@@ -84,6 +94,8 @@ class ClosedWorld:
     names: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
     """Type -> the field that names a resource of it -> the names (templates, each of the stack's cluster name:
     ``{clusterName}-convert``) the program gives one: the types whose every name is the cluster's."""
+    steps: Mapping[str, StepPods] = field(default_factory=dict)
+    """A step (its pods' ``app.kubernetes.io/component``) -> the accounts its pods run as and its containers' env."""
     always: frozenset[tuple[str, str]] = frozenset()
     """(type, logical name) of what the program makes in the cloud and the cluster whatever the configuration (every
     variant's plan holds it; a Secret, made when its secret is configured, aside)."""
@@ -117,6 +129,13 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             for t, paths in document.get("pinned", {}).items()
         },
         upstream_projects=frozenset(str(p) for p in document.get("upstreamProjects", ())),
+        steps={
+            str(step): StepPods(
+                frozenset(str(a) for a in pods["serviceAccounts"]),
+                {str(c): {str(n): tuple(v) for n, v in env.items()} for c, env in pods["env"].items()},
+            )
+            for step, pods in document.get("steps", {}).items()
+        },
         names={
             str(t): {str(f): frozenset(str(n) for n in names) for f, names in fields.items()}
             for t, fields in document.get("names", {}).items()
@@ -157,6 +176,16 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
         "namespaced": sorted(world.namespaced),
         "unknowns": {t: sorted(paths) for t, paths in sorted(world.unknowns.items())},
         "upstreamProjects": sorted(world.upstream_projects),
+        "steps": {
+            step: {
+                "serviceAccounts": sorted(pods.service_accounts),
+                "env": {
+                    c: {n: sorted(v, key=_canonical) for n, v in sorted(env.items())}
+                    for c, env in sorted(pods.env.items())
+                },
+            }
+            for step, pods in sorted(world.steps.items())
+        },
         "names": {t: {f: sorted(n) for f, n in sorted(fields.items())} for t, fields in sorted(world.names.items())},
         "always": [{"type": t, "name": n} for t, n in sorted(world.always)],
         "podLabels": sorted(world.pod_labels),

@@ -569,4 +569,5 @@ def test_a_branch_that_renames_the_stacks_cluster_is_judged_against_the_bases_na
     as_the_branch_says = judge_preview.judge(renamed, "dev", config, stack_file=yaml.safe_dump(document)).mandatory
     assert as_the_branch_says == []
     against_the_base = judge_preview.judge(renamed, "dev", config, stack_file=_stack_file("dev")).mandatory
-    assert {f.policy for f in against_the_base} == {"closed-world", "closed-world-shapes", "secret-holders"}
+    policies = {f.policy for f in against_the_base}
+    assert policies == {"closed-world", "closed-world-shapes", "own-names", "secret-holders", "step-pods"}

@@ -1220,6 +1220,46 @@ MUTATIONS = [
         "container publish (export) reads Secret hf-write-token (env HF_TOKEN)",
     ),
     (
+        "a-step-relabelled-as-the-evaluation",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "convert",
+        lambda r: r["inputs"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"][
+            "labels"
+        ].__setitem__("app.kubernetes.io/component", "evaluate"),
+        "pod convert of step evaluate runs as tpu-rl-prod-convert",
+    ),
+    (
+        "an-env-name-the-program-never-sets",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "convert",
+        _env("HF_ENDPOINT", "https://hub.example"),
+        "sets env HF_ENDPOINT, which the program never sets",
+    ),
+    (
+        "an-env-read-from-another-field",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "train",
+        lambda r: next(e for e in _container(r)["env"] if e["name"] == "VLLM_HOST_IP")["valueFrom"].__setitem__(
+            "fieldRef", {"fieldPath": "status.hostIP"}
+        ),
+        "env VLLM_HOST_IP takes valueFrom",
+    ),
+    (
+        "a-sidecar-in-a-steps-pod",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "export",
+        lambda r: _head(r)["containers"].append({"name": "sidecar", "image": _container(r)["image"]}),
+        "container sidecar is not one of step export's",
+    ),
+    (
         "a-step-reads-a-secret-the-program-does-not-make",
         "secret-holders",
         "prod",

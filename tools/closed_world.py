@@ -24,6 +24,7 @@ from core.closed_world import (
     ABSENT,
     DATA,
     ClosedWorld,
+    StepPods,
     Subject,
     fill_value,
     images_in,
@@ -44,7 +45,7 @@ from core.config.schema import FIELDS
 from core.config.values import Text
 from core.errors import BAD_INPUT, TpuRlError
 from core.iam_types import grant_kind
-from core.names import PROJECT
+from core.names import COMPONENT_LABEL, PROJECT
 from core.project_refs import configured_projects, projects_of
 from core.redact import scrub
 from core.secret_use import Reader, SecretUse, reader_of, secret_reads, secret_values
@@ -434,7 +435,7 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
     plans = [plan for _, plan, _ in planned]
     always, labels, upstream = always_of(plans), pod_labels_of(plans), upstream_projects_of(planned)
-    world = dataclasses.replace(world, names=names_of_resources(planned))
+    world = dataclasses.replace(world, names=names_of_resources(planned), steps=steps_of(planned))
     world = dataclasses.replace(
         world,
         pinned=pinned_of(planned),
@@ -444,6 +445,32 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
         upstream_projects=upstream,
     )
     return render(world, VARIANTS)
+
+
+def steps_of(planned: list[tuple[str, Plan, Variant]]) -> dict[str, StepPods]:
+    """Each step's pods over the plans: the accounts they run as and each container's env (``StepPods``)."""
+    accounts: dict[str, set[str]] = {}
+    env: dict[str, dict[str, dict[str, set[str]]]] = {}
+    for _, plan, variant in planned:
+        for r in plan.find(JOBSET):
+            for job in r["inputs"]["spec"]["replicatedJobs"]:
+                pod = job["template"]["spec"]["template"]
+                step = pod["metadata"]["labels"][COMPONENT_LABEL]
+                accounts.setdefault(step, set()).add(
+                    templated(pod["spec"].get("serviceAccountName", ""), variant.names)
+                )
+                for container in [*pod["spec"].get("initContainers", ()), *pod["spec"]["containers"]]:
+                    names = env.setdefault(step, {}).setdefault(container["name"], {})
+                    for entry in container.get("env", ()):
+                        value_from = templated_value(entry.get("valueFrom"), variant.names)
+                        names.setdefault(entry["name"], set()).add(json.dumps(value_from, sort_keys=True))
+    return {
+        step: StepPods(
+            frozenset(accounts[step]),
+            {c: {n: tuple(json.loads(v) for v in sorted(vs)) for n, vs in e.items()} for c, e in env[step].items()},
+        )
+        for step in accounts
+    }
 
 
 NAME_FIELDS = ("name", "accountId")

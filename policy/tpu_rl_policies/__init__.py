@@ -28,7 +28,8 @@ The modules, each importing only those above it:
   program creates: ``core/data/closed-world.json``, or what the policy config admits with a reason),
   ``closed_shapes`` (of those, only the property paths, namespaces and pinned values the program writes), ``secrets``,
   ``always_made`` (what the program makes whatever the configuration is there), ``own_projects`` (every project a
-  resource names is the stack's, its configuration's or the program's upstream), ``secret_holders`` (where the
+  resource names is the stack's, its configuration's or the program's upstream), ``step_pods`` (a step's pods as the
+  program makes them: label, account, containers, env), ``secret_holders`` (where the
   configured secrets are kept and who reads them),
   ``cluster`` (TPU pools, the control plane), ``network``, ``iam`` (identities, Google Cloud's and the cluster's),
   ``storage`` (the bucket, the KMS key), ``workloads`` (Jobs, pods, images), ``pod_bindings`` (each pod's namespace,
@@ -63,6 +64,7 @@ from .publish import private_publish
 from .resources import PACK_LEVEL, PACK_NAME, Analyzer, servicer
 from .secret_holders import secret_holders
 from .secrets import no_secrets_in_workloads
+from .step_pods import step_pods
 from .storage import bucket_deletion_guard, bucket_hardening, scoped_bucket_grants, secrets_encryption
 from .targets import grant_targets
 from .workloads import (
@@ -81,6 +83,7 @@ POLICIES = [
     always_made,
     own_projects,
     own_names,
+    step_pods,
     no_secrets_in_workloads,
     tpu_node_pool_shape,
     gke_control_plane,

@@ -1,0 +1,94 @@
+"""A step's pod is what the program makes of that step (``step-pods``), from the closed world's ``steps``
+(``core/data/closed-world.json``, written by ``make closed-world`` from the program's own plans).
+
+A pod's step label decides which NetworkPolicies and queues take it (the evaluation's egress, the training pods' own
+traffic); its Kubernetes service account decides which Google account it acts as. The program makes them together: a
+pod labelled as a step runs as that step's account, and a pod relabelled as another step's to take its network or
+queue is refused. Its containers are the step's, each with the env names the program sets there, and where the
+program reads a value from elsewhere (a Secret, a field of the pod) that same source: a name the program never sets
+(``HF_ENDPOINT``, a proxy, ``LD_PRELOAD``) could send a step's token elsewhere or run other code with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
+
+from core.closed_world import fill, fill_value, load
+from core.names import COMPONENT_LABEL
+
+from .closed_world import _names
+from .pods import _name, kind_of, pod_containers, pods
+from .properties import _l, _m, judging, unseen
+from .resources import Report, Resource, _guarded_stack
+
+STEPS = load().steps
+
+
+def _env(step: str, container: dict[str, Any], allowed: dict[str, tuple[Any, ...]], say: Callable[[str], None]) -> None:
+    name = container.get("name")
+    for entry in _l(container.get("env")):
+        entry = _m(entry)
+        variable, value_from = entry.get("name"), entry.get("valueFrom")
+        if unseen(variable) or unseen(value_from):
+            continue
+        if variable not in allowed:
+            say(
+                f"container {name} sets env {variable}, which the program never sets on step {step}'s container "
+                f"{name} ({', '.join(sorted(allowed)) or 'none'})"
+            )
+        elif value_from not in allowed[variable]:
+            source = "a literal value" if value_from is None else f"valueFrom {value_from}"
+            say(f"container {name}: env {variable} takes {source}, not what the program gives it on step {step}")
+
+
+def _step_pods(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
+    stacks = _names(resources)
+    for r in resources:
+
+        def say(message: str, urn: str = r.urn, r: Resource = r) -> None:
+            report(f"{kind_of(r.resource_type)} {_name(r)}: {message}", urn)
+
+        for pod in pods(r.resource_type, r.props):
+            with judging():
+                step, account = _m(pod.metadata.get("labels")).get(COMPONENT_LABEL), pod.spec.get("serviceAccountName")
+                if unseen(step) or unseen(account) or step is None:
+                    continue  # a pod without its step label is always-made's
+                found = STEPS.get(step) if isinstance(step, str) else None
+                if found is None:
+                    say(f"pod {pod.where} is labelled as step {step}, which the program does not have")
+                    continue
+                accounts = sorted({fill(a, n) for a in found.service_accounts for n in stacks})
+                if (account or "") not in accounts:
+                    say(
+                        f"pod {pod.where} of step {step} runs as {account or 'no account'}; the program runs that "
+                        f"step's pods as {' or '.join(a or 'no account' for a in accounts)} (a pod takes a step's "
+                        "network and queue by its label)"
+                    )
+                for container in pod_containers(pod.spec):
+                    name = container.get("name")
+                    if unseen(name):
+                        continue
+                    env = found.env.get(name) if isinstance(name, str) else None
+                    if env is None:
+                        say(f"pod {pod.where}: container {name} is not one of step {step}'s ({', '.join(found.env)})")
+                        continue
+                    filled = {v: tuple(fill_value(x, n) for x in xs for n in stacks) for v, xs in env.items()}
+                    _env(step, container, filled, say)
+
+
+step_pods = StackValidationPolicy(
+    name="step-pods",
+    description=(
+        "A pod labelled as a step runs as that step's account, and its containers are the step's, with the env names "
+        "the program sets there and the sources it reads them from."
+    ),
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps=(
+        "Keep the steps' pods as workloads/specs/ makes them; after a change to the program, run `make closed-world`."
+    ),
+    validate=_guarded_stack(_step_pods),
+)
