@@ -249,3 +249,26 @@ def test_the_tree_takes_the_listed_paths_and_nothing_under_a_leaf() -> None:
     assert list(shapes._strays({"metadata": {"labels": {"app": {"x": 1}}}}, tree, "")) == ["metadata.labels.app.x"]
     assert list(shapes._strays({"metadata": {"labels": 1}}, tree, "")) == ["metadata.labels"]
     assert list(shapes._strays({"spec": 1}, tree, "")) == ["spec"]
+
+
+FIREWALL = "gcp:compute/firewall:Firewall"
+CLUSTER = "gcp:container/cluster:Cluster"
+
+
+@pytest.mark.program
+@pytest.mark.parametrize(
+    ("type_", "name", "path", "value"),
+    [
+        pytest.param(CLUSTER, "cluster", "datapathProvider", "LEGACY_DATAPATH", id="a-datapath-without-network-policy"),
+        pytest.param(FIREWALL, "internal", "allows", [{"protocol": "all"}], id="a-firewall-open-to-every-port"),
+        pytest.param(FIREWALL, "internal", "direction", "EGRESS", id="a-firewall-turned-around"),
+    ],
+)
+def test_a_cluster_or_network_setting_that_weakens_isolation_is_not_the_programs(type_, name, path, value):
+    """Where an admitted path's value decides isolation (a datapath with no NetworkPolicy enforcement, a firewall
+    rule's ports and direction), the value is pinned to the program's."""
+    plan = plan_of("prod")
+    (props,) = [r["inputs"] for r in plan.resources if r["type"] == type_ and r["name"] == name]
+    assert judge(type_, props) == []
+    (found,) = judge(type_, {**props, path: value})
+    assert found.message.startswith(f"r: {path} of {type_} is ") and "not a value the program writes" in found.message

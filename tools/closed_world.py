@@ -134,8 +134,29 @@ PINNED: dict[str, tuple[str, ...]] = {
     "kubernetes:storage.k8s.io/v1:StorageClass": ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"),
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": ("spec.namespaceSelector",),
     "kubernetes:helm.sh/v3:Release": ("chart", "createNamespace"),
-    "gcp:container/cluster:Cluster": ("masterAuth", "privateClusterConfig.enablePrivateNodes"),
-    "gcp:container/nodePool:NodePool": ("nodeConfig.kubeletConfig", "nodeConfig.workloadMetadataConfig"),
+    "gcp:container/cluster:Cluster": (
+        "masterAuth",
+        "privateClusterConfig.enablePrivateNodes",
+        "datapathProvider",
+        "networkingMode",
+        "enableShieldedNodes",
+        "nodeConfig.shieldedInstanceConfig",
+        "nodeConfig.workloadMetadataConfig",
+        "nodeConfig.oauthScopes",
+        "addonsConfig",
+    ),
+    "gcp:container/nodePool:NodePool": (
+        "nodeConfig.kubeletConfig",
+        "nodeConfig.workloadMetadataConfig",
+        "nodeConfig.shieldedInstanceConfig",
+        "nodeConfig.metadata",
+        "nodeConfig.oauthScopes",
+        "nodeConfig.sandboxConfig",
+    ),
+    "gcp:compute/firewall:Firewall": ("allows", "denies", "direction", "sourceTags", "targetTags"),
+    "gcp:compute/network:Network": ("autoCreateSubnetworks", "routingMode"),
+    "gcp:compute/subnetwork:Subnetwork": ("privateIpGoogleAccess", "purpose"),
+    "gcp:storage/bucket:Bucket": ("uniformBucketLevelAccess", "publicAccessPrevention"),
 }
 """Type -> the paths whose values decide access and are pinned: what the roles allow, who a binding binds, what a
 NetworkPolicy lets through, a Secret's type, whether an account's token is mounted, the namespace's pod security, what
