@@ -85,7 +85,10 @@ def _pulumi(engine: dict[str, Any], *args: str) -> subprocess.CompletedProcess[s
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    policies = done.stdout.find("Policies:")  # the pack's findings, before the outputs that would bury them
+    assert done.returncode == 0, (done.stdout[policies : policies + 6000] if policies >= 0 else done.stdout[-3000:]) + (
+        done.stderr[-3000:]
+    )
     return done
 
 

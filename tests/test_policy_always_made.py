@@ -104,3 +104,21 @@ def test_the_list_holds_the_isolation_the_program_always_makes():
     assert not [t for t, _ in world.always if t == "kubernetes:core/v1:Secret"], "a Secret is made when configured"
     assert not [t for t, _ in world.always if t.startswith("tpu-rl:")], "a component makes nothing itself"
     assert "app.kubernetes.io/component" in world.pod_labels
+
+
+def test_the_stacks_outputs_naming_the_steps_images_are_no_pods():
+    """The stack's outputs name each step's image (``images.maxtext.image``): the real engine sends them with the
+    stack's root resource, and an image there is no pod to label (the real engine found it: test_local_engine.py)."""
+    plan = plan_of("dev")
+    outputs = {"images": {"maxtext": {"image": "us-docker.pkg.dev/cloud-tpu-images/maxtext-images/x:0.2.5"}}}
+    root = analyzer.Resource(
+        "pulumi:pulumi:Stack", "tpu-rl-dev", "urn:pulumi:dev::tpu-rl::pulumi:pulumi:Stack::tpu-rl-dev", outputs
+    )
+    pack = analyzer.Pack(
+        analyzer.policy_config_file("dev"),
+        policies=[always_made],
+        stack="dev",
+        stack_config=analyzer.engine_config("dev"),
+    )
+    found = pack.analyze_stack([*analyzer.resources(plan, preview=False, stack_view=True), root])
+    assert [f.message for f in found] == []

@@ -27,7 +27,11 @@ def _always_made(args: StackValidationArgs, resources: list[Resource], report: R
     for type_, name in sorted(WORLD.always - held):
         report(f"{type_} {name} is missing: the program makes it whatever the configuration; restore it")
     for r in resources:
+        if not r.resource_type.startswith("kubernetes:"):
+            continue  # another provider's image (the stack's outputs name the steps' images) is no pod
         for pod in pods(r.resource_type, r.props):
+            if pod.origin not in ("api", "shape", "patch"):
+                continue  # a lone container or pod fields: no metadata of a pod's to label
             with judging():
                 labels = _m(pod.metadata.get("labels"))
                 missing = [key for key in sorted(WORLD.pod_labels) if key not in labels]
