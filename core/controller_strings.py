@@ -116,6 +116,7 @@ WORKLOAD_CONDITIONS = {
     "Evicted": (LIVE_STATE, RECOVERY),
     "Finished": (LIVE_STATE,),
     "PodsReady": (RECOVERY,),
+    "DeactivationTarget": (LIVE_STATE,),
 }
 PREEMPTION = "insufficient unused quota for cpu in flavor cpu, 4 more needed. "
 

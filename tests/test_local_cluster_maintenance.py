@@ -110,12 +110,6 @@ def _start(cluster: Running, name: str) -> tuple[ClusterReader, Any]:
     return reader, next(p for p in pods if "worker" in p.metadata.name)
 
 
-def _stopped_for_requeuing(reader: ClusterReader, name: str) -> LiveStep | None:
-    """The step once stopped for the reason ``_why_stopped`` explains (``RequeuingLimitExceeded``)."""
-    live = _live(reader, name, "stopped")
-    return live if live is not None and "RequeuingLimitExceeded" in live.reason else None
-
-
 def _pods_ready(api: Any, name: str) -> str:
     """The ``PodsReady`` condition of the step's Workload, as Kueue sets it: its status and reason."""
     from kubernetes import client as kube
@@ -179,12 +173,10 @@ def test_a_host_not_back_within_the_budget_stops_the_training_as_the_reader_says
 ) -> None:
     reader, worker = _start(cluster, training)
     _lose(cluster, worker, training)
-    # Kueue writes the Workload twice: spec.active false, then its Evicted condition. Between the two the reader
-    # sees a deactivated Workload without Kueue's reason ("Deactivated"); the next read has the reason.
+    # Kueue writes the Workload twice: why and spec.active false, then its Evicted condition. The reader's first
+    # "stopped", whichever write it reads, already has Kueue's reason (``live_state._deactivating``).
     stopped = until(
-        f"{training} stopped by Kueue, with Kueue's reason",
-        functools.partial(_stopped_for_requeuing, reader, training),
-        seconds=RECOVERY + 60,
+        f"{training} stopped by Kueue", functools.partial(_live, reader, training, "stopped"), RECOVERY + 60
     )
-    assert stopped.state == "stopped"
+    assert stopped.reason == "DeactivatedDueToRequeuingLimitExceeded", stopped
     _restore(cluster, worker, pod_too=False)  # the host back for the next scenario (Kueue deleted the pods)

@@ -224,6 +224,9 @@ def test_a_deleted_jobset(clock):
 
 
 INACTIVE = "its Workload is deactivated (spec.active is false)"
+REQUEUING_LIMIT = "exceeding the maximum number of re-queuing retries"
+"""What Kueue 0.17.1's DeactivationTarget condition says of the requeuing limit (``KUEUE_MESSAGES["deactivated"]`` is
+the Evicted condition's text made of it)."""
 
 
 @pytest.mark.parametrize(
@@ -237,13 +240,20 @@ INACTIVE = "its Workload is deactivated (spec.active is false)"
         ),
         ([wl("queued", active=False)], "Deactivated", INACTIVE, "its Workload is inactive"),
         (
+            # Kueue's first write: why, and spec.active false; its Evicted condition comes with its next one.
+            [wl("admitted", active=False, DeactivationTarget=("True", "RequeuingLimitExceeded", REQUEUING_LIMIT))],
+            "DeactivatedDueToRequeuingLimitExceeded",
+            KUEUE_MESSAGES["deactivated"],
+            "its pods were not all Ready in time",
+        ),
+        (
             [wl("queued", Finished=("True", "FailedToStart", CONFLICT))],
             "FailedToStart",
             CONFLICT,
             "Kueue could not start it as admitted",
         ),
     ],
-    ids=["requeuing-limit", "inactive", "failed-to-start"],
+    ids=["requeuing-limit", "inactive", "requeuing-limit-before-its-eviction", "failed-to-start"],
 )
 def test_a_step_kueue_stopped_raises_at_once_with_what_to_do(clock, workloads, reason, message, advice):
     err, lines = run(clock, lambda t: (jobset(), workloads))

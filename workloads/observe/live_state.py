@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from core.names import ADOPTED, RETRY_ANNOTATION
-from infra.k8s.live_objects import JobSet, JobSetStatus, Workload, any_condition, true_condition
+from infra.k8s.live_objects import Condition, JobSet, JobSetStatus, Workload, any_condition, true_condition
 
 WAITING_FOR_QUOTA = ("insufficient unused quota", "Pending the preemption", "Preempting")
 """Kueue's words for a workload that fits the queue once others finish."""
@@ -69,6 +69,22 @@ class Admission:
 _EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
+INACTIVE = "its Workload is deactivated (spec.active is false)"
+
+
+def _deactivating(target: Condition | None) -> Admission:
+    """A Workload deactivated but not evicted yet. Kueue 0.17.1 writes the two apart (``workload_controller.go``
+    ``Reconcile``): a ``DeactivationTarget`` condition naming why (the requeuing limit), ``spec.active`` false, and at
+    its next reconcile the ``Evicted`` condition, whose reason is ``DeactivatedDueTo`` + the target's reason and whose
+    message is "The workload is deactivated due to " + its message (``workload.ReasonWithCause``). A read in between
+    says what that condition will."""
+    if target is None:
+        return Admission("stopped", "Deactivated", INACTIVE)
+    return Admission(
+        "stopped", f"DeactivatedDueTo{target.reason}", f"The workload is deactivated due to {target.message}"
+    )
+
+
 def admission(workloads: list[Workload]) -> Admission:
     """Interpret the Workloads Kueue made for one JobSet (the newest counts)."""
     if not workloads:
@@ -78,11 +94,9 @@ def admission(workloads: list[Workload]) -> Admission:
     evicted = true_condition(conditions, "Evicted")
     finished = true_condition(conditions, "Finished")
     if newest.spec.active is False or (evicted is not None and evicted.reason.startswith("DeactivatedDueTo")):
-        return Admission(
-            "stopped",
-            (evicted.reason if evicted else "") or "Deactivated",
-            (evicted.message if evicted else "") or "its Workload is deactivated (spec.active is false)",
-        )
+        if evicted is None:
+            return _deactivating(true_condition(conditions, "DeactivationTarget"))
+        return Admission("stopped", evicted.reason or "Deactivated", evicted.message or INACTIVE)
     if finished:
         state = "stopped" if finished.reason == "FailedToStart" else "finished"
         return Admission(state, finished.reason, finished.message)
