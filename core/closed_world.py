@@ -62,6 +62,9 @@ class StepPods:
 
     service_accounts: frozenset[str]
     env: Mapping[str, Mapping[str, tuple[Any, ...]]]
+    files: Mapping[str, str | None] = field(default_factory=dict)
+    """The files of the step's ConfigMap (its programs, its script) -> the SHA-256 of the text every variant ships
+    there; ``None`` for one the configuration writes (``run.sh``, ``train.json``)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             str(step): StepPods(
                 frozenset(str(a) for a in pods["serviceAccounts"]),
                 {str(c): {str(n): tuple(v) for n, v in env.items()} for c, env in pods["env"].items()},
+                {str(k): None if v is None else str(v) for k, v in pods.get("files", {}).items()},
             )
             for step, pods in document.get("steps", {}).items()
         },
@@ -183,6 +187,7 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
                     c: {n: sorted(v, key=_canonical) for n, v in sorted(env.items())}
                     for c, env in sorted(pods.env.items())
                 },
+                "files": dict(sorted(pods.files.items())),
             }
             for step, pods in sorted(world.steps.items())
         },

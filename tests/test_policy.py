@@ -1251,6 +1251,26 @@ MUTATIONS = [
         "env VLLM_HOST_IP takes valueFrom",
     ),
     (
+        "a-changed-program-in-a-steps-config-map",
+        "step-pods",
+        "prod",
+        "kubernetes:core/v1:ConfigMap",
+        "export",
+        lambda r: r["inputs"]["data"].__setitem__(
+            "complete_export.py", r["inputs"]["data"]["complete_export.py"] + "\nimport urllib.request\n"
+        ),
+        "file complete_export.py is not the program's complete_export.py for step export",
+    ),
+    (
+        "a-file-the-program-does-not-ship",
+        "step-pods",
+        "prod",
+        "kubernetes:core/v1:ConfigMap",
+        "convert",
+        lambda r: r["inputs"]["data"].__setitem__("sitecustomize.py", "import os\n"),
+        "file sitecustomize.py is not one the program ships for step convert",
+    ),
+    (
         "a-sidecar-in-a-steps-pod",
         "step-pods",
         "prod",

@@ -24,7 +24,6 @@ from core.closed_world import (
     ABSENT,
     DATA,
     ClosedWorld,
-    StepPods,
     Subject,
     fill_value,
     images_in,
@@ -45,19 +44,24 @@ from core.config.schema import FIELDS
 from core.config.values import Text
 from core.errors import BAD_INPUT, TpuRlError
 from core.iam_types import grant_kind
-from core.names import COMPONENT_LABEL, PROJECT
+from core.names import PROJECT
 from core.project_refs import configured_projects, projects_of
 from core.redact import scrub
-from core.secret_use import Reader, SecretUse, reader_of, secret_reads, secret_values
+from core.secret_use import Reader, SecretUse
 from tools.plan import plan_stack
 from tools.plan.offline import UNKNOWN, Plan
 from tools.process import entry_point
 from tools.stack_files import ROOT, load_stack_config
+from tools.world_facts import (
+    always_of,
+    names_of_resources,
+    pod_labels_of,
+    secrets_of,
+    steps_of,
+)
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
-SECRET = "kubernetes:core/v1:Secret"
-JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 VARIANTS: dict[str, tuple[str, ...]] = {
     "dev": ("dev",),
     "prod": ("prod",),
@@ -269,38 +273,6 @@ def world_of(
     )
 
 
-class UnknownSecretError(TpuRlError):
-    """A Secret of the program's holds a value that is no configured secret's placeholder."""
-
-    exit_code = BAD_INPUT
-
-
-def secrets_of(plan: Plan, names: dict[str, str], keys_of: Mapping[str, str]) -> dict[str, SecretUse]:
-    """Each Secret of the plan (its name a template): the configuration key whose value each data key holds
-    (``keys_of``: value -> key), and the containers of the plan's pods that read it."""
-    keys: dict[str, dict[str, str]] = {}
-    for r in plan.find(SECRET):
-        props = plan.raw_inputs.get(r["name"], r["inputs"])
-        name = templated(props["metadata"]["name"], names)
-        keys[name] = {}
-        for _, key, value in secret_values(props):
-            if value not in keys_of:
-                raise UnknownSecretError(
-                    f"Secret {name} key {key} holds no configured secret's value: plan with a placeholder for each "
-                    "(tools/closed_world.py SECRETS)"
-                )
-            keys[name][key] = keys_of[value]
-    readers: dict[str, set[Reader]] = {}
-    for r in plan.find(JOBSET):
-        for job in r["inputs"]["spec"]["replicatedJobs"]:
-            pod = job["template"]["spec"]["template"]
-            for container, secret, _ in secret_reads(pod["spec"]):
-                reader = reader_of(pod["metadata"], pod["spec"], container)
-                templated_reader = dataclasses.replace(reader, service_account=templated(reader.service_account, names))
-                readers.setdefault(templated(secret, names), set()).add(templated_reader)
-    return {name: SecretUse(keys.get(name, {}), frozenset(readers.get(name, ()))) for name in keys.keys() | readers}
-
-
 def _namespaces(plan: Plan, names: dict[str, str]) -> Iterator[str]:
     """The namespaces of the plan's Kubernetes objects and Helm releases, as templates."""
     for r in plan.resources:
@@ -456,7 +428,8 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
     unknowns = unknowns_of([preview_for(*args) for args in VARIANTS.values()], world.shapes)
     plans = [plan for _, plan, _ in planned]
     always, labels, upstream = always_of(plans), pod_labels_of(plans), upstream_projects_of(planned)
-    world = dataclasses.replace(world, names=names_of_resources(planned), steps=steps_of(planned))
+    named = [(plan, variant.names) for _, plan, variant in planned]
+    world = dataclasses.replace(world, names=names_of_resources(named), steps=steps_of(named))
     world = dataclasses.replace(
         world,
         pinned=pinned_of(planned),
@@ -466,54 +439,6 @@ def collect(plan_for: PlanFor = _plan, preview_for: PlanFor = _preview, secrets:
         upstream_projects=upstream,
     )
     return render(world, VARIANTS)
-
-
-def steps_of(planned: list[tuple[str, Plan, Variant]]) -> dict[str, StepPods]:
-    """Each step's pods over the plans: the accounts they run as and each container's env (``StepPods``)."""
-    accounts: dict[str, set[str]] = {}
-    env: dict[str, dict[str, dict[str, set[str]]]] = {}
-    for _, plan, variant in planned:
-        for r in plan.find(JOBSET):
-            for job in r["inputs"]["spec"]["replicatedJobs"]:
-                pod = job["template"]["spec"]["template"]
-                step = pod["metadata"]["labels"][COMPONENT_LABEL]
-                accounts.setdefault(step, set()).add(
-                    templated(pod["spec"].get("serviceAccountName", ""), variant.names)
-                )
-                for container in [*pod["spec"].get("initContainers", ()), *pod["spec"]["containers"]]:
-                    names = env.setdefault(step, {}).setdefault(container["name"], {})
-                    for entry in container.get("env", ()):
-                        value_from = templated_value(entry.get("valueFrom"), variant.names)
-                        names.setdefault(entry["name"], set()).add(json.dumps(value_from, sort_keys=True))
-    return {
-        step: StepPods(
-            frozenset(accounts[step]),
-            {c: {n: tuple(json.loads(v) for v in sorted(vs)) for n, vs in e.items()} for c, e in env[step].items()},
-        )
-        for step in accounts
-    }
-
-
-NAME_FIELDS = ("name", "accountId")
-"""The fields that name a Google Cloud resource of the program's (an account's id); a mirror's repository id is its
-upstream's path, which the configuration moves."""
-
-
-def names_of_resources(planned: list[tuple[str, Plan, Variant]]) -> dict[str, dict[str, frozenset[str]]]:
-    """Type -> naming field -> the names the plans give, as templates: of the Google Cloud types whose every name,
-    in every variant, is the stack's cluster's (``{clusterName}`` or ``{clusterName}-...``)."""
-    found: dict[tuple[str, str], set[str]] = {}
-    for _, plan, variant in planned:
-        for r in plan.resources:
-            if r["type"].startswith("gcp:"):
-                for field in NAME_FIELDS:
-                    if isinstance(r["inputs"].get(field), str):
-                        found.setdefault((r["type"], field), set()).add(templated(r["inputs"][field], variant.names))
-    names: dict[str, dict[str, frozenset[str]]] = {}
-    for (type_, field), templates in found.items():
-        if all(t == "{clusterName}" or t.startswith("{clusterName}-") for t in templates):
-            names.setdefault(type_, {})[field] = frozenset(templates)
-    return names
 
 
 def upstream_projects_of(planned: list[tuple[str, Plan, Variant]]) -> frozenset[str]:
@@ -528,32 +453,6 @@ def upstream_projects_of(planned: list[tuple[str, Plan, Variant]]) -> frozenset[
         for r in plan.resources:
             found.update(project for _, project in projects_of(r["inputs"]) if project not in configured)
     return frozenset(found)
-
-
-def always_of(plans: list[Plan]) -> frozenset[tuple[str, str]]:
-    """(type, logical name) of what every plan holds: what the program makes whatever the configuration, in the cloud
-    and the cluster (the program's own component types, ``tpu-rl:...``, make nothing there). A Secret is made when
-    its secret is configured (the plans are all made with placeholders), so none is among them."""
-    made = [
-        {
-            (r["type"], r["name"])
-            for r in plan.resources
-            if r["type"] != SECRET and not r["type"].startswith(f"{PROJECT}:")
-        }
-        for plan in plans
-    ]
-    return frozenset(set.intersection(*made))
-
-
-def pod_labels_of(plans: list[Plan]) -> frozenset[str]:
-    """The label keys every pod of every plan's steps carries."""
-    keys: set[str] | None = None
-    for plan in plans:
-        for r in plan.find(JOBSET):
-            for job in r["inputs"]["spec"]["replicatedJobs"]:
-                labels = set(job["template"]["spec"]["template"]["metadata"].get("labels") or {})
-                keys = labels if keys is None else keys & labels
-    return frozenset(keys or ())
 
 
 def difference(written: str, generated: str) -> list[str]:

@@ -4,7 +4,9 @@
 A pod's step label decides which NetworkPolicies and queues take it (the evaluation's egress, the training pods' own
 traffic); its Kubernetes service account decides which Google account it acts as. The program makes them together: a
 pod labelled as a step runs as that step's account, and a pod relabelled as another step's to take its network or
-queue is refused. Its containers are the step's, each with the env names the program sets there, and where the
+queue is refused. The programs of its ConfigMap are the very texts the program ships for it (a step runs only that
+code; ``run.sh`` and ``train.json``, which the configuration writes, are judged by the other policies). Its containers
+are the step's, each with the env names the program sets there, and where the
 program reads a value from elsewhere (a Secret, a field of the pod) that same source: a name the program never sets
 (``HF_ENDPOINT``, a proxy, ``LD_PRELOAD``) could send a step's token elsewhere or run other code with it.
 """
@@ -12,6 +14,7 @@ program reads a value from elsewhere (a Secret, a field of the pod) that same so
 from __future__ import annotations
 
 from collections.abc import Callable
+from hashlib import sha256
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
@@ -22,7 +25,7 @@ from core.names import COMPONENT_LABEL
 from .closed_world import _names
 from .pods import _name, kind_of, pod_containers, pods
 from .properties import _l, _m, judging, unseen
-from .resources import Report, Resource, _guarded_stack
+from .resources import CONFIG_MAP, Report, Resource, _guarded_stack
 
 STEPS = load().steps
 
@@ -44,12 +47,31 @@ def _env(step: str, container: dict[str, Any], allowed: dict[str, tuple[Any, ...
             say(f"container {name}: env {variable} takes {source}, not what the program gives it on step {step}")
 
 
+def _files(r: Resource, say: Callable[[str], None]) -> None:
+    """A step's ConfigMap ships the files the program ships for that step, each program the very text it ships."""
+    step = _m(_m(r.props.get("metadata")).get("labels")).get(COMPONENT_LABEL)
+    found = STEPS.get(step) if isinstance(step, str) else None
+    if found is None:
+        return
+    for key, text in _m(r.props.get("data")).items():
+        if unseen(text):
+            continue
+        if key not in found.files:
+            say(f"file {key} is not one the program ships for step {step} ({', '.join(sorted(found.files))})")
+        elif found.files[key] is not None and sha256(str(text).encode()).hexdigest() != found.files[key]:
+            say(f"file {key} is not the program's {key} for step {step}: a step runs only the code the program ships")
+
+
 def _step_pods(args: StackValidationArgs, resources: list[Resource], report: Report) -> None:
     stacks = _names(resources)
     for r in resources:
 
         def say(message: str, urn: str = r.urn, r: Resource = r) -> None:
             report(f"{kind_of(r.resource_type)} {_name(r)}: {message}", urn)
+
+        if r.resource_type == CONFIG_MAP:
+            with judging():
+                _files(r, say)
 
         for pod in pods(r.resource_type, r.props):
             with judging():
@@ -82,8 +104,8 @@ def _step_pods(args: StackValidationArgs, resources: list[Resource], report: Rep
 step_pods = StackValidationPolicy(
     name="step-pods",
     description=(
-        "A pod labelled as a step runs as that step's account, and its containers are the step's, with the env names "
-        "the program sets there and the sources it reads them from."
+        "A pod labelled as a step runs as that step's account, its containers are the step's, with the env names the "
+        "program sets there and the sources it reads them from, and its ConfigMap ships the program's own code."
     ),
     severity=Severity.CRITICAL,
     enforcement_level=EnforcementLevel.MANDATORY,
