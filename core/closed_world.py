@@ -62,6 +62,9 @@ class StepPods:
 
     service_accounts: frozenset[str]
     env: Mapping[str, Mapping[str, tuple[Any, ...]]]
+    argv: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Container -> its ``command`` and ``args`` where every variant writes the same (``None``: unset); a field the
+    configuration moves (the Pathways containers' flags) is left out."""
     files: Mapping[str, str | None] = field(default_factory=dict)
     """The files of the step's ConfigMap (its programs, its script) -> the SHA-256 of the text every variant ships
     there; ``None`` for one the configuration writes (``run.sh``, ``train.json``)."""
@@ -136,6 +139,7 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
             str(step): StepPods(
                 frozenset(str(a) for a in pods["serviceAccounts"]),
                 {str(c): {str(n): tuple(v) for n, v in env.items()} for c, env in pods["env"].items()},
+                {str(c): dict(fields) for c, fields in pods.get("argv", {}).items()},
                 {str(k): None if v is None else str(v) for k, v in pods.get("files", {}).items()},
             )
             for step, pods in document.get("steps", {}).items()
@@ -187,6 +191,7 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
                     c: {n: sorted(v, key=_canonical) for n, v in sorted(env.items())}
                     for c, env in sorted(pods.env.items())
                 },
+                "argv": {c: dict(sorted(fields.items())) for c, fields in sorted(pods.argv.items())},
                 "files": dict(sorted(pods.files.items())),
             }
             for step, pods in sorted(world.steps.items())

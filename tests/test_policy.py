@@ -1271,6 +1271,15 @@ MUTATIONS = [
         "file sitecustomize.py is not one the program ships for step convert",
     ),
     (
+        "a-command-the-program-does-not-run",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "convert",
+        _command("python3 -c 'import this'"),
+        "container convert: its command is not what the program runs in step convert",
+    ),
+    (
         "a-sidecar-in-a-steps-pod",
         "step-pods",
         "prod",

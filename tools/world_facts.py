@@ -54,10 +54,11 @@ def secrets_of(plan: Plan, names: dict[str, str], keys_of: Mapping[str, str]) ->
 
 
 def steps_of(planned: Sequence[tuple[Plan, Mapping[str, str]]]) -> dict[str, StepPods]:
-    """Each step's pods over the plans: the accounts they run as, each container's env and the files of its ConfigMap
-    (``StepPods``; a file whose text differs between variants is the configuration's)."""
+    """Each step's pods over the plans: the accounts they run as, each container's env, command and args, and the
+    files of its ConfigMap (``StepPods``; what differs between variants is the configuration's)."""
     accounts: dict[str, set[str]] = {}
     env: dict[str, dict[str, dict[str, set[str]]]] = {}
+    argv: dict[str, dict[str, dict[str, set[str]]]] = {}
     for plan, names in planned:
         for r in plan.find(JOBSET):
             for job in r["inputs"]["spec"]["replicatedJobs"]:
@@ -65,6 +66,10 @@ def steps_of(planned: Sequence[tuple[Plan, Mapping[str, str]]]) -> dict[str, Ste
                 step = pod["metadata"]["labels"][COMPONENT_LABEL]
                 accounts.setdefault(step, set()).add(templated(pod["spec"].get("serviceAccountName", ""), names))
                 for container in [*pod["spec"].get("initContainers", ()), *pod["spec"]["containers"]]:
+                    for field in ("command", "args"):
+                        argv.setdefault(step, {}).setdefault(container["name"], {}).setdefault(field, set()).add(
+                            json.dumps(templated_value(container.get(field), names), sort_keys=True)
+                        )
                     variables = env.setdefault(step, {}).setdefault(container["name"], {})
                     for entry in container.get("env", ()):
                         value_from = templated_value(entry.get("valueFrom"), names)
@@ -81,6 +86,10 @@ def steps_of(planned: Sequence[tuple[Plan, Mapping[str, str]]]) -> dict[str, Ste
         step: StepPods(
             frozenset(accounts[step]),
             {c: {n: tuple(json.loads(v) for v in sorted(vs)) for n, vs in e.items()} for c, e in env[step].items()},
+            {
+                c: {f: json.loads(next(iter(vs))) for f, vs in fields.items() if len(vs) == 1}
+                for c, fields in argv[step].items()
+            },
             {key: next(iter(digests)) if len(digests) == 1 else None for key, digests in files.get(step, {}).items()},
         )
         for step in accounts

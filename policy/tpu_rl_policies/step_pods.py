@@ -7,7 +7,8 @@ pod labelled as a step runs as that step's account, and a pod relabelled as anot
 queue is refused. The programs of its ConfigMap are the very texts the program ships for it (a step runs only that
 code; ``run.sh`` and ``train.json``, which the configuration writes, are judged by the other policies). Its containers
 are the step's, each with the env names the program sets there, and where the
-program reads a value from elsewhere (a Secret, a field of the pod) that same source: a name the program never sets
+program reads a value from elsewhere (a Secret, a field of the pod) that same source, and its command and arguments
+the program's where the configuration does not move them: a name the program never sets
 (``HF_ENDPOINT``, a proxy, ``LD_PRELOAD``) could send a step's token elsewhere or run other code with it.
 """
 
@@ -99,6 +100,10 @@ def _step_pods(args: StackValidationArgs, resources: list[Resource], report: Rep
                         continue
                     filled = {v: tuple(fill_value(x, n) for x in xs for n in stacks) for v, xs in env.items()}
                     _env(step, container, filled, say)
+                    for field, value in found.argv.get(str(name), {}).items():
+                        written = container.get(field)
+                        if not unseen(written) and written not in [fill_value(value, n) for n in stacks]:
+                            say(f"container {name}: its {field} is not what the program runs in step {step} ({value})")
 
 
 step_pods = StackValidationPolicy(
