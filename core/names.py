@@ -73,6 +73,8 @@ SCRATCH_STORAGE_CLASS = "tpu-rl-scratch"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 """A step's pods carry their step's name here (``workloads.specs.step_manifests.labels``); the NetworkPolicy
 selects the training pods by it."""
+WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+"""On a Kubernetes service account: the Google account it acts as (GKE Workload Identity)."""
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 """The label that puts a JobSet in a Kueue LocalQueue (Kueue ``constants.QueueLabel``)."""

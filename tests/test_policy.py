@@ -211,7 +211,10 @@ def test_the_example_stacks_pass_the_pack_as_the_engine_runs_it(stack, preview):
         "iam-service-accounts-only",
         "stack-principals",
         "grant-targets",
+        "own-names",
     }
+    accounts = [f for f in unjudged if f.policy == "own-names"]
+    assert accounts and all("iam.gke.io/gcp-service-account" in f.message for f in accounts)
     (secrets,) = [f for f in unjudged if f.policy == "no-secrets-in-workloads"]
     assert "ServiceAccount convert-ksa: .metadata.annotations.iam.gke.io/gcp-service-account" in secrets.message
     members = [f for f in unjudged if f.policy in ("iam-service-accounts-only", "stack-principals")]

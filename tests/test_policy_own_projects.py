@@ -109,6 +109,14 @@ CASES: dict[str, tuple[tuple[str, ...], str, str, Callable[[dict[str, Any]], Non
         "vpc",
         lambda inputs: inputs.__setitem__("name", "default"),
     ),
+    "an-account-acting-as-another-steps": (
+        ("dev",),
+        "kubernetes:core/v1:ServiceAccount",
+        "convert-ksa",
+        lambda inputs: inputs["metadata"]["annotations"].__setitem__(
+            "iam.gke.io/gcp-service-account", "tpu-rl-dev-publish@my-tpu-dev-project.iam.gserviceaccount.com"
+        ),
+    ),
     "a-worker-image-from-another-project": (
         ("dev",),
         JOBSET,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.controllers import JOBSET_SCHEMA_FIELDS
-from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS
+from core.names import COMPONENT_LABEL, HF_SECRET, HF_SECRET_KEY, SCRATCH_STORAGE_CLASS, WORKLOAD_IDENTITY_ANNOTATION
 from core.pathways import PORTS
 from core.printed_commands import ANY_STACK, helm, kubectl, make_target
 from core.steps import STEPS, TPU_HOLDER
@@ -43,7 +43,7 @@ def service_account_manifest(
     server identifies the pod and asks for its account's token itself)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if gsa_email is not None:
-        metadata["annotations"] = {"iam.gke.io/gcp-service-account": gsa_email}
+        metadata["annotations"] = {WORKLOAD_IDENTITY_ANNOTATION: gsa_email}
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata, "automountServiceAccountToken": False}
 
 

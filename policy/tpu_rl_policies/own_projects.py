@@ -13,15 +13,20 @@ known yet is judged at `pulumi up`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pulumi_policy import EnforcementLevel, Severity, StackValidationArgs, StackValidationPolicy
 
 from core.closed_world import fill, load
+from core.names import WORKLOAD_IDENTITY_ANNOTATION
 from core.project_refs import configured_projects, projects_of
 
 from .closed_world import _names
 from .pods import _name, kind_of
-from .properties import unseen
+from .properties import _m, unseen
 from .resources import CLUSTER, DEPLOYMENT, Report, Resource, _guarded_stack
+
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 
 WORLD = load()
 UPSTREAM = WORLD.upstream_projects
@@ -77,7 +82,10 @@ def _own_names(args: StackValidationArgs, resources: list[Resource], report: Rep
     key ring) carries one of the names the program gives it, of the stack's cluster name: with dev and prod in one
     project, a name of the other stack's is the other stack's account or network."""
     stacks = _names(resources)
+    project = DEPLOYMENT.setting("gcp:project")
     for r in resources:
+        if r.resource_type == SERVICE_ACCOUNT:
+            _acts_as(r, project, report)
         for field, templates in WORLD.names.get(r.resource_type, {}).items():
             value = r.props.get(field)
             if unseen(value) or value is None:
@@ -89,6 +97,22 @@ def _own_names(args: StackValidationArgs, resources: list[Resource], report: Rep
                     f"one of this stack's ({', '.join(allowed)}): a name of another stack's is that stack's resource",
                     r.urn,
                 )
+
+
+def _acts_as(r: Resource, project: Any, report: Report) -> None:
+    """A Kubernetes service account acts as the Google account of its own name in the stack's project (Workload
+    Identity's annotation): the program names each as the account it acts as."""
+    metadata = _m(r.props.get("metadata"))
+    name, account = metadata.get("name"), _m(metadata.get("annotations")).get(WORKLOAD_IDENTITY_ANNOTATION)
+    if account is None or unseen(account) or unseen(name) or not isinstance(project, str):
+        return
+    own = f"{name}@{project}.iam.gserviceaccount.com"
+    if account != own:
+        report(
+            f"ServiceAccount {name}: {WORKLOAD_IDENTITY_ANNOTATION} is {account}, not the account of its own name "
+            f"({own}): the program names each Kubernetes service account as the Google account it acts as",
+            r.urn,
+        )
 
 
 own_names = StackValidationPolicy(
