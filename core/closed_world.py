@@ -54,6 +54,10 @@ class Subject:
     name: str
 
 
+POD_FIELDS = ("automountServiceAccountToken", "hostNetwork", "dnsPolicy", "restartPolicy", "shareProcessNamespace")
+"""The pod fields the closed world records per step (``StepPods.pod``)."""
+
+
 @dataclass(frozen=True)
 class StepPods:
     """What a step's pods are, over every variant: the Kubernetes service accounts they run as (templates; ``""`` for
@@ -62,6 +66,9 @@ class StepPods:
 
     service_accounts: frozenset[str]
     env: Mapping[str, Mapping[str, tuple[Any, ...]]]
+    pod: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """A field of the step's pods that decides what a pod may reach (``POD_FIELDS``) -> the values its pods have
+    (``None``: unset) over every variant."""
     argv: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Container -> its ``command`` and ``args`` where every variant writes the same (``None``: unset); a field the
     configuration moves (the Pathways containers' flags) is left out."""
@@ -137,10 +144,11 @@ def from_document(document: Mapping[str, Any]) -> ClosedWorld:
         upstream_projects=frozenset(str(p) for p in document.get("upstreamProjects", ())),
         steps={
             str(step): StepPods(
-                frozenset(str(a) for a in pods["serviceAccounts"]),
-                {str(c): {str(n): tuple(v) for n, v in env.items()} for c, env in pods["env"].items()},
-                {str(c): dict(fields) for c, fields in pods.get("argv", {}).items()},
-                {str(k): None if v is None else str(v) for k, v in pods.get("files", {}).items()},
+                service_accounts=frozenset(str(a) for a in pods["serviceAccounts"]),
+                env={str(c): {str(n): tuple(v) for n, v in env.items()} for c, env in pods["env"].items()},
+                pod={str(f): tuple(values) for f, values in pods.get("pod", {}).items()},
+                argv={str(c): dict(fields) for c, fields in pods.get("argv", {}).items()},
+                files={str(k): None if v is None else str(v) for k, v in pods.get("files", {}).items()},
             )
             for step, pods in document.get("steps", {}).items()
         },
@@ -192,6 +200,7 @@ def render(world: ClosedWorld, variants: Mapping[str, tuple[str, ...]]) -> str:
                     for c, env in sorted(pods.env.items())
                 },
                 "argv": {c: dict(sorted(fields.items())) for c, fields in sorted(pods.argv.items())},
+                "pod": {f: sorted(values, key=_canonical) for f, values in sorted(pods.pod.items())},
                 "files": dict(sorted(pods.files.items())),
             }
             for step, pods in sorted(world.steps.items())

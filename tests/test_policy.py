@@ -1283,6 +1283,15 @@ MUTATIONS = [
         "container convert: its command is not what the program runs in step convert",
     ),
     (
+        "an-api-token-mounted-in-a-cpu-step",
+        "step-pods",
+        "prod",
+        JOBSET,
+        "convert",
+        lambda r: _head(r).__setitem__("automountServiceAccountToken", True),
+        "pod convert of step convert has automountServiceAccountToken True",
+    ),
+    (
         "a-sidecar-in-a-steps-pod",
         "step-pods",
         "prod",

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from hashlib import sha256
 
-from core.closed_world import StepPods, templated, templated_value
+from core.closed_world import POD_FIELDS, StepPods, templated, templated_value
 from core.errors import BAD_INPUT, TpuRlError
 from core.names import COMPONENT_LABEL, PROJECT
 from core.secret_use import Reader, SecretUse, reader_of, secret_reads, secret_values
@@ -59,12 +59,15 @@ def steps_of(planned: Sequence[tuple[Plan, Mapping[str, str]]]) -> dict[str, Ste
     accounts: dict[str, set[str]] = {}
     env: dict[str, dict[str, dict[str, set[str]]]] = {}
     argv: dict[str, dict[str, dict[str, set[str]]]] = {}
+    pod_fields: dict[str, dict[str, set[str]]] = {}
     for plan, names in planned:
         for r in plan.find(JOBSET):
             for job in r["inputs"]["spec"]["replicatedJobs"]:
                 pod = job["template"]["spec"]["template"]
                 step = pod["metadata"]["labels"][COMPONENT_LABEL]
                 accounts.setdefault(step, set()).add(templated(pod["spec"].get("serviceAccountName", ""), names))
+                for field in POD_FIELDS:
+                    pod_fields.setdefault(step, {}).setdefault(field, set()).add(json.dumps(pod["spec"].get(field)))
                 for container in [*pod["spec"].get("initContainers", ()), *pod["spec"]["containers"]]:
                     for field in ("command", "args"):
                         argv.setdefault(step, {}).setdefault(container["name"], {}).setdefault(field, set()).add(
@@ -84,13 +87,16 @@ def steps_of(planned: Sequence[tuple[Plan, Mapping[str, str]]]) -> dict[str, Ste
                 files.setdefault(step, {}).setdefault(key, set()).add(sha256(text.encode()).hexdigest())
     return {
         step: StepPods(
-            frozenset(accounts[step]),
-            {c: {n: tuple(json.loads(v) for v in sorted(vs)) for n, vs in e.items()} for c, e in env[step].items()},
-            {
+            service_accounts=frozenset(accounts[step]),
+            env={c: {n: tuple(json.loads(v) for v in sorted(vs)) for n, vs in e.items()} for c, e in env[step].items()},
+            pod={f: tuple(json.loads(v) for v in sorted(vs)) for f, vs in pod_fields[step].items()},
+            argv={
                 c: {f: json.loads(next(iter(vs))) for f, vs in fields.items() if len(vs) == 1}
                 for c, fields in argv[step].items()
             },
-            {key: next(iter(digests)) if len(digests) == 1 else None for key, digests in files.get(step, {}).items()},
+            files={
+                key: next(iter(digests)) if len(digests) == 1 else None for key, digests in files.get(step, {}).items()
+            },
         )
         for step in accounts
     }

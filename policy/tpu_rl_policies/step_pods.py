@@ -90,6 +90,14 @@ def _step_pods(args: StackValidationArgs, resources: list[Resource], report: Rep
                         f"step's pods as {' or '.join(a or 'no account' for a in accounts)} (a pod takes a step's "
                         "network and queue by its label)"
                     )
+                for field, values in found.pod.items():
+                    value = pod.spec.get(field)
+                    if not unseen(value) and value not in values:
+                        shown = " or ".join("unset" if v is None else str(v) for v in values)
+                        say(
+                            f"pod {pod.where} of step {step} has {field} {value}; the program's pods of that step have "
+                            f"{shown}"
+                        )
                 for container in pod_containers(pod.spec):
                     name = container.get("name")
                     if unseen(name):
